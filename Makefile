@@ -1,0 +1,41 @@
+# minibase: `make run` serves the service on SQLite, `make test` runs every test.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.DEFAULT_GOAL := help
+.PHONY: help run test lint format bench clean
+
+help: ## list the targets
+	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.run-deps: requirements.txt | $(BIN)/python
+	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements.txt
+	touch $@
+
+$(VENV)/.dev-deps: requirements.txt requirements-dev.txt | $(BIN)/python
+	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	touch $@ $(VENV)/.run-deps
+
+run: $(VENV)/.run-deps ## serve on HOST:PORT (default 127.0.0.1:8000) over SQLite in instance/, printing the API keys
+	$(BIN)/python wsgi.py
+
+test: $(VENV)/.dev-deps ## run the whole suite (SQLite, and MariaDB when mariadbd is installed or TEST_DATABASE_URL is set)
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: $(VENV)/.dev-deps ## ruff check and ruff format --check
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(VENV)/.dev-deps ## ruff format and ruff check --fix
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+bench: $(VENV)/.dev-deps ## measure sign-in, GET /user and table reads against a real waitress server
+	$(BIN)/python bench.py
+
+clean: ## remove the virtualenv and caches (instance/ with its database and secret is kept)
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

@@ -1,0 +1,22 @@
+"""GET /health: 200 when the database answers, 503 when it does not (no API key needed)."""
+
+import logging
+
+from flask import Blueprint
+from sqlalchemy import text
+from sqlalchemy.exc import SQLAlchemyError
+
+from extensions import db
+
+bp = Blueprint("health", __name__)
+log = logging.getLogger("minibase")
+
+
+@bp.get("/health")
+def health():
+    try:
+        db.session.execute(text("SELECT 1"))
+    except SQLAlchemyError as exc:
+        log.error("health check: database unavailable (%s)", exc.__class__.__name__)
+        return {"status": "unavailable"}, 503
+    return {"status": "ok"}

@@ -1,0 +1,64 @@
+"""Command-line administration: `flask --app app keys | create-user | deactivate-user | revoke-sessions`."""
+
+import click
+from flask import current_app
+
+import accounts
+import tokens
+from errors import APIError
+from extensions import db
+from models import Session
+
+
+def _user_id(email):
+    found = accounts.find_credentials(email.strip().lower())
+    if found is None:
+        raise click.ClickException(f"no user with email {email}")
+    return found.user_id
+
+
+@click.command("keys")
+def keys():
+    """Print the anon and service_role API keys."""
+    secret = current_app.config["JWT_SECRET"]
+    click.echo(f"anon key:         {tokens.api_key('anon', secret)}")
+    click.echo(f"service_role key: {tokens.api_key('service_role', secret)}")
+
+
+@click.command("create-user")
+@click.argument("email")
+@click.password_option()
+@click.option("--username")
+@click.option("--first-name")
+@click.option("--last-name")
+def create_user(email, password, username, first_name, last_name):
+    """Create an active user."""
+    data = {"username": username, "first_name": first_name, "last_name": last_name}
+    try:
+        user_id = accounts.create_user(email.strip().lower(), password, data)
+    except APIError as exc:
+        raise click.ClickException(exc.message) from None
+    db.session.commit()
+    click.echo(f"created user {user_id}")
+
+
+@click.command("deactivate-user")
+@click.argument("email")
+def deactivate_user(email):
+    """Set active=0 and end the user's sessions."""
+    accounts.set_active(_user_id(email), False)
+    click.echo(f"deactivated {email}")
+
+
+@click.command("revoke-sessions")
+@click.argument("email")
+def revoke_sessions(email):
+    """End every session of a user: their tokens stop working at once."""
+    accounts.end_sessions(Session.user_id == _user_id(email))
+    db.session.commit()
+    click.echo(f"revoked the sessions of {email}")
+
+
+def register(app):
+    for command in (keys, create_user, deactivate_user, revoke_sessions):
+        app.cli.add_command(command)

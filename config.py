@@ -1,0 +1,143 @@
+"""Configuration: SPEC §1's environment variables (and `.env`), parsed and checked once at start."""
+
+import logging
+import os
+import secrets
+from pathlib import Path
+
+from dotenv import dotenv_values
+
+ROOT = Path(__file__).resolve().parent
+INSTANCE = ROOT / "instance"
+MIN_SECRET_LENGTH = 32
+
+log = logging.getLogger("minibase")
+
+
+class ConfigError(RuntimeError):
+    """The configuration cannot work; the message says which variable and why."""
+
+
+def _boolean(name, raw):
+    value = raw.strip().lower()
+    if value in {"1", "true", "yes", "on"}:
+        return True
+    if value in {"0", "false", "no", "off"}:
+        return False
+    raise ConfigError(f"{name} must be true or false, not {raw!r}")
+
+
+def _text(name, raw):
+    return raw
+
+
+def _integer(name, raw, minimum=0):
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be an integer, not {raw!r}") from None
+    if value < minimum:
+        raise ConfigError(f"{name} must be at least {minimum}, not {value}")
+    return value
+
+
+# name: (default, parser); a default of None means "derived below when unset".
+VARIABLES = {
+    "DATABASE_URL": ("sqlite:///instance/minibase.db", _text),
+    "JWT_SECRET": (None, _text),
+    "JWT_EXPIRY": ("3600", lambda n, v: _integer(n, v, 60)),
+    "REFRESH_TOKEN_EXPIRY": ("2592000", lambda n, v: _integer(n, v, 60)),
+    "REFRESH_TOKEN_REUSE_INTERVAL": ("10", _integer),
+    "BCRYPT_ROUNDS": ("10", lambda n, v: _integer(n, v, 4)),
+    "USERS_TABLE": ("users", _text),
+    "TABLES_CONFIG": (None, _text),
+    "DISABLE_SIGNUP": ("false", _boolean),
+    "RATE_LIMITS": ("on", _boolean),
+    "RATE_LIMIT_STORAGE_URI": ("memory://", _text),
+    "TRUSTED_PROXIES": ("0", _integer),
+    "MAX_ROWS": ("1000", lambda n, v: _integer(n, v, 1)),
+    "CORS_ORIGINS": ("*", _text),
+    "AUTO_MIGRATE": ("true", _boolean),
+    "HOST": ("127.0.0.1", _text),
+    "PORT": ("8000", lambda n, v: _integer(n, v, 1)),
+    "THREADS": ("8", lambda n, v: _integer(n, v, 1)),
+}
+
+
+def from_environment(environ=None):
+    """The settings from `.env` overlaid by the real environment, parsed."""
+    if environ is None:
+        environ = {**dotenv_values(ROOT / ".env"), **os.environ}
+    settings = {}
+    for name, (default, parse) in VARIABLES.items():
+        raw = environ.get(name)
+        raw = default if raw is None or raw == "" else raw
+        settings[name] = None if raw is None else parse(name, raw)
+    return settings
+
+
+def absolute_sqlite_url(url):
+    """Anchor a relative SQLite path at the project root, so the working directory does not matter."""
+    prefix = "sqlite:///"
+    if not url.startswith(prefix) or url == "sqlite://" or url.startswith(prefix + "/"):
+        return url
+    path, _, query = url[len(prefix) :].partition("?")
+    if path in ("", ":memory:"):
+        return url
+    return prefix + str(ROOT / path) + (f"?{query}" if query else "")
+
+
+def jwt_secret(configured, instance=INSTANCE):
+    """The configured secret, or one generated once into instance/ (safe when two instances start at once)."""
+    if configured:
+        if len(configured) < MIN_SECRET_LENGTH:
+            raise ConfigError(f"JWT_SECRET must be at least {MIN_SECRET_LENGTH} characters long")
+        return configured
+    path = Path(instance) / "jwt_secret"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        pass
+    else:
+        with os.fdopen(fd, "w") as file:
+            file.write(secrets.token_urlsafe(48))
+        log.warning(
+            "JWT_SECRET is not set: generated one into %s. Set JWT_SECRET to the same value on "
+            "every instance that shares this database.",
+            path,
+        )
+    secret = path.read_text().strip()
+    if len(secret) < MIN_SECRET_LENGTH:
+        raise ConfigError(f"{path} holds a secret shorter than {MIN_SECRET_LENGTH} characters")
+    return secret
+
+
+def flask_settings(settings):
+    """What the Flask app and its extensions read, derived from SPEC §1's settings."""
+    url = absolute_sqlite_url(settings["DATABASE_URL"])
+    if url.startswith("sqlite:///") and url != "sqlite://":
+        Path(url[len("sqlite:///") :].partition("?")[0]).parent.mkdir(parents=True, exist_ok=True)
+    tables = settings["TABLES_CONFIG"]
+    if tables is None and (ROOT / "tables.toml").exists():
+        tables = str(ROOT / "tables.toml")
+    return {
+        **settings,
+        "DATABASE_URL": url,
+        "TABLES_CONFIG": tables,
+        "SQLALCHEMY_DATABASE_URI": url,
+        "SQLALCHEMY_ENGINE_OPTIONS": engine_options(url),
+        "MAX_CONTENT_LENGTH": 1024 * 1024,
+        "RATELIMIT_ENABLED": settings["RATE_LIMITS"],
+        "RATELIMIT_STORAGE_URI": settings["RATE_LIMIT_STORAGE_URI"],
+        "RATELIMIT_HEADERS_ENABLED": True,
+    }
+
+
+def engine_options(url):
+    # Parameters can hold password hashes: keep them out of exception texts and logs.
+    options = {"hide_parameters": True}
+    if url.startswith("mysql"):
+        # Shared hosts drop idle connections; READ COMMITTED lets a waiting refresh see its winner.
+        options.update(pool_pre_ping=True, pool_recycle=280, isolation_level="READ COMMITTED")
+    return options

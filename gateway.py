@@ -1,0 +1,103 @@
+"""Who is calling: the API key every request must carry (SPEC §2), and the user behind a bearer token."""
+
+from dataclasses import dataclass
+
+from flask import current_app, g, request
+from sqlalchemy import select
+
+import tokens
+from errors import APIError
+from extensions import db
+from models import Session, users_table
+
+PROTECTED_PREFIXES = ("/auth/v1", "/rest/v1")
+
+
+@dataclass(frozen=True)
+class Identity:
+    role: str  # anon | authenticated | service_role
+    user_id: int | None = None
+    session_id: str | None = None
+    claims: dict | None = None
+
+
+def secret():
+    return current_app.config["JWT_SECRET"]
+
+
+def require_api_key():
+    """before_request: every /auth/v1 and /rest/v1 request carries a valid key, as at Supabase's gateway."""
+    if not request.path.startswith(PROTECTED_PREFIXES) or request.method == "OPTIONS":
+        return
+    key = request.headers.get("apikey") or request.args.get("apikey")
+    if not key:
+        raise APIError(
+            401,
+            "no_api_key",
+            "No API key found in request",
+            hint="No `apikey` request header or url param was found.",
+            api="rest",
+        )
+    role = tokens.api_key_role(key, secret())
+    if role is None:
+        raise APIError(
+            401, "invalid_api_key", "Invalid API key", hint="Double check your apikey.", api="rest"
+        )
+    g.api_key_role = role
+
+
+def bearer_token():
+    """The token of `Authorization: Bearer <token>`, None without the header; a 401 when it is malformed."""
+    header = request.headers.get("Authorization")
+    if header is None:
+        return None
+    scheme, _, token = header.strip().partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token or " " in token:
+        raise APIError(401, "no_authorization", "This endpoint requires a valid Bearer token")
+    return token
+
+
+def identity():
+    """The caller: a signed-in user when a valid access token is presented, else the API key's role."""
+    if "identity" not in g:
+        token = bearer_token()
+        g.identity = Identity(g.api_key_role) if token is None else identify(token)
+    return g.identity
+
+
+def identify(token):
+    """The identity behind a bearer token; a 401 when it is bad, expired, logged out or its user gone."""
+    role = tokens.api_key_role(token, secret())
+    if role is not None:
+        return Identity(role)
+    try:
+        claims = tokens.decode_access_token(token, secret())
+    except tokens.TokenError as exc:
+        message = "Token has expired" if exc.expired else "Invalid JWT: unable to parse or verify"
+        raise APIError(401, "bad_jwt", message) from None
+    users = users_table()
+    row = db.session.execute(
+        select(Session.user_id, users.c.user_id.label("found"), users.c.active)
+        .outerjoin(users, users.c.user_id == Session.user_id)
+        .where(Session.id == claims["session_id"])
+    ).first()
+    if row is None:
+        raise APIError(401, "session_not_found", "Session from session_id claim in JWT does not exist")
+    if str(row.user_id) != claims["sub"]:
+        raise APIError(401, "bad_jwt", "Invalid JWT: unable to parse or verify")
+    if row.found is None:
+        raise APIError(401, "user_not_found", "User from sub claim in JWT does not exist")
+    if not row.active:
+        raise APIError(401, "user_inactive", "User account is inactive")
+    return Identity("authenticated", row.user_id, claims["session_id"], claims)
+
+
+def current_user_identity():
+    """A signed-in user, or the 401 the auth API gives when there is none (an API key is no user)."""
+    if bearer_token() is None:
+        raise APIError(401, "no_authorization", "This endpoint requires a valid Bearer token")
+    who = identity()
+    if who.user_id is None:
+        raise APIError(401, "bad_jwt", "Invalid JWT: an API key is not a user's token")
+    return who

@@ -1,0 +1,141 @@
+"""The service's own tables, and the users table as another application may have made it."""
+
+from flask import current_app
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Column,
+    DateTime,
+    ForeignKey,
+    Integer,
+    MetaData,
+    SmallInteger,
+    String,
+    Table,
+    Text,
+    func,
+    inspect,
+)
+from sqlalchemy.dialects import mysql, sqlite
+from sqlalchemy.orm import Mapped, mapped_column
+
+from extensions import db
+
+# Prefixed so they cannot collide with the tables of the application that shares the database.
+SERVICE_TABLES = (
+    "minibase_sessions",
+    "minibase_refresh_tokens",
+    "minibase_profiles",
+    "minibase_alembic_version",
+)
+USER_COLUMNS = (
+    "user_id",
+    "email",
+    "password",
+    "username",
+    "first_name",
+    "last_name",
+    "active",
+    "joined",
+)
+PROFILE_FIELDS = ("username", "first_name", "last_name")
+
+
+class Session(db.Model):
+    __tablename__ = "minibase_sessions"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    user_id: Mapped[int] = mapped_column(Integer, index=True)
+    created_at = mapped_column(DateTime, nullable=False)
+    refreshed_at = mapped_column(DateTime, nullable=False)
+
+
+class RefreshToken(db.Model):
+    __tablename__ = "minibase_refresh_tokens"
+
+    id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+    )
+    token: Mapped[str] = mapped_column(String(64), unique=True)
+    session_id: Mapped[str] = mapped_column(
+        String(36), ForeignKey("minibase_sessions.id", ondelete="CASCADE"), index=True
+    )
+    parent: Mapped[str | None] = mapped_column(String(64))
+    revoked: Mapped[bool] = mapped_column(Boolean, default=False, nullable=False)
+    issued_at: Mapped[int] = mapped_column(BigInteger, nullable=False)  # the token's iat
+    updated_at = mapped_column(DateTime, nullable=False)
+
+
+class Profile(db.Model):
+    """What the users table has no column for: `about`, other metadata, and timestamps."""
+
+    __tablename__ = "minibase_profiles"
+
+    user_id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    about: Mapped[str | None] = mapped_column(Text)
+    extra: Mapped[dict | None] = mapped_column(JSON)
+    updated_at = mapped_column(DateTime)
+    last_sign_in_at = mapped_column(DateTime)
+
+
+def users_table_definition(name, metadata=None):
+    """The users table minibase creates on a fresh install; an existing one is left as it is."""
+    return Table(
+        name,
+        metadata if metadata is not None else MetaData(),
+        Column("user_id", Integer, primary_key=True, autoincrement=True),
+        # NOCASE on SQLite, as MySQL's default collation: one index serves case-blind lookups.
+        Column(
+            "email",
+            String(255).with_variant(String(255, collation="NOCASE"), "sqlite"),
+            nullable=False,
+            unique=True,
+        ),
+        Column("password", String(255), nullable=False),
+        Column("username", String(255)),
+        Column("first_name", String(255)),
+        Column("last_name", String(255)),
+        Column("active", SmallInteger, nullable=False, server_default="1"),
+        Column("joined", DateTime, nullable=False, server_default=func.current_timestamp()),
+    )
+
+
+def users_table():
+    """The users table as it is in the database, reflected once per app."""
+    state = current_app.extensions["minibase"]
+    if state.get("users") is None:
+        name = current_app.config["USERS_TABLE"]
+        table = Table(name, MetaData(), autoload_with=db.engine)
+        missing = [c for c in USER_COLUMNS if c not in table.c]
+        if missing:
+            raise RuntimeError(f"users table {name!r} lacks the columns {', '.join(missing)}")
+        state["users"] = table
+    return state["users"]
+
+
+def required_without_default(table):
+    """Columns a legacy users table requires that minibase may not fill: they get '' instead of NULL."""
+    return {
+        c.name for c in table.c if c.name in PROFILE_FIELDS and not c.nullable and c.server_default is None
+    }
+
+
+def has_table(name):
+    return inspect(db.engine).has_table(name)
+
+
+def upsert(table, values, keys):
+    """INSERT, or UPDATE the row whose `keys` match: one statement on SQLite and MySQL alike."""
+    dialect = db.session.get_bind().dialect.name
+    update = {k: v for k, v in values.items() if k not in keys}
+    if dialect == "mysql":
+        statement = mysql.insert(table).values(values)
+        statement = statement.on_duplicate_key_update(**update or {keys[0]: values[keys[0]]})
+    else:
+        statement = sqlite.insert(table).values(values)
+        if update:
+            statement = statement.on_conflict_do_update(index_elements=keys, set_=update)
+        else:
+            statement = statement.on_conflict_do_nothing(index_elements=keys)
+    db.session.execute(statement)

@@ -1,0 +1,45 @@
+"""bcrypt hashes: new ones at BCRYPT_ROUNDS, legacy ones ($2y$ from PHP, $2a$, $2b$) verified as they are."""
+
+import bcrypt
+
+MAX_BYTES = 72  # bcrypt reads no further; longer passwords are refused, not silently cut
+MIN_LENGTH = 6
+
+
+def hash_password(password, rounds, prefix=b"2b"):
+    hashed = bcrypt.hashpw(password.encode(), bcrypt.gensalt(rounds=rounds))
+    # $2a$, $2b$ and $2y$ are the same algorithm; keep the family a legacy application expects.
+    return (b"$" + prefix + hashed[3:]).decode()
+
+
+def verify_password(password, hashed):
+    """True when `password` matches `hashed`; False for a wrong password or a hash bcrypt cannot read."""
+    try:
+        return bcrypt.checkpw(password.encode(), hashed.encode())
+    except (ValueError, TypeError, AttributeError):
+        return False
+
+
+def _parts(hashed):
+    """(family, cost) of a bcrypt hash such as `$2y$10$…`, or None for anything else."""
+    try:
+        family, cost = hashed.split("$")[1:3]
+        return family.encode(), int(cost)
+    except (ValueError, AttributeError):
+        return None
+
+
+def family(hashed):
+    """The prefix family (b"2y", b"2a", b"2b") a new hash for this user should keep."""
+    parts = _parts(hashed)
+    return parts[0] if parts and parts[0] in (b"2a", b"2b", b"2y") else b"2b"
+
+
+def needs_rehash(hashed, rounds):
+    parts = _parts(hashed)
+    return parts is not None and parts[1] < rounds
+
+
+def dummy_hash(rounds):
+    """A hash to check unknown emails against, so they cost the same bcrypt work as known ones."""
+    return hash_password("minibase-no-such-user", rounds)

@@ -1,0 +1,99 @@
+"""What the auth API accepts in a body, as marshmallow schemas; a misfit is a 400 validation_failed."""
+
+from flask import request
+from marshmallow import EXCLUDE, RAISE, Schema, ValidationError, fields, pre_load, validate
+
+from errors import APIError
+from passwords import MAX_BYTES
+
+# GoTrue fields official clients may send to PUT /user that mean nothing here.
+IGNORED_USER_FIELDS = frozenset(
+    {
+        "phone",
+        "nonce",
+        "code_challenge",
+        "code_challenge_method",
+        "channel",
+        "email_redirect_to",
+        "gotrue_meta_security",
+        "captcha_token",
+        "app_metadata",
+    }
+)
+
+
+def _not_too_long(password):
+    if len(password.encode()) > MAX_BYTES:
+        raise ValidationError(f"Password cannot be longer than {MAX_BYTES} bytes.")
+
+
+class _Base(Schema):
+    @pre_load
+    def normalise_email(self, data, **kwargs):
+        if isinstance(data.get("email"), str):
+            data = {**data, "email": data["email"].strip().lower()}
+        return data
+
+
+EMAIL_RULES = [validate.Length(max=255), validate.Email()]
+
+
+class SignUpSchema(_Base):
+    class Meta:
+        unknown = EXCLUDE
+
+    email = fields.String(required=True, validate=EMAIL_RULES)
+    password = fields.String(required=True, validate=_not_too_long)
+    data = fields.Dict(keys=fields.String(), load_default=dict)
+
+
+class PasswordGrantSchema(_Base):
+    class Meta:
+        unknown = EXCLUDE
+
+    email = fields.String(required=True, validate=EMAIL_RULES)
+    password = fields.String(required=True, validate=_not_too_long)
+
+
+class RefreshGrantSchema(Schema):
+    class Meta:
+        unknown = EXCLUDE
+
+    refresh_token = fields.String(required=True)
+
+
+class UserUpdateSchema(_Base):
+    class Meta:
+        unknown = RAISE
+
+    email = fields.String(validate=EMAIL_RULES)
+    password = fields.String(validate=_not_too_long)
+    username = fields.String(allow_none=True)
+    first_name = fields.String(allow_none=True)
+    last_name = fields.String(allow_none=True)
+    about = fields.String(allow_none=True)
+    data = fields.Dict(keys=fields.String(), allow_none=True)
+
+    @pre_load
+    def drop_gotrue_fields(self, data, **kwargs):
+        return {k: v for k, v in data.items() if k not in IGNORED_USER_FIELDS}
+
+
+def json_body():
+    """The request body as a JSON object, or a 400 bad_json."""
+    body = request.get_json(force=True, silent=True)
+    if not isinstance(body, dict):
+        raise APIError(400, "bad_json", "Could not parse request body as JSON")
+    return body
+
+
+def load(schema, body=None):
+    """`body` (the request's JSON object by default) loaded through `schema`, or a 400 naming the field."""
+    try:
+        return schema.load(json_body() if body is None else body)
+    except ValidationError as exc:
+        field, messages = sorted(exc.normalized_messages().items())[0]
+        message = messages[0] if isinstance(messages, list) else str(messages)
+        if message == "Unknown field.":
+            message = "is not a field that can be updated"
+        raise APIError(400, "validation_failed", f"{field}: {message}") from None
