@@ -30,13 +30,19 @@ def utcnow():
     return datetime.fromtimestamp(now(), UTC).replace(tzinfo=None)
 
 
-def _decode(token, secret, **kwargs):
+def _decode(token, secret, options, **kwargs):
+    """Verify signature, algorithm, issuer and required claims; expiry against our clock."""
+    options = {**options, "verify_exp": False, "verify_iat": False, "verify_nbf": False}
     try:
-        return jwt.decode(token, secret, algorithms=[ALGORITHM], issuer=ISSUER, **kwargs)
-    except jwt.ExpiredSignatureError:
-        raise TokenError("token has expired", expired=True) from None
+        claims = jwt.decode(token, secret, algorithms=[ALGORITHM], issuer=ISSUER, options=options, **kwargs)
     except jwt.PyJWTError as exc:
         raise TokenError(f"invalid token: {exc}") from None
+    expires = claims.get("exp")
+    if not isinstance(expires, int | float) or isinstance(expires, bool):
+        raise TokenError("invalid token: exp is not a number")
+    if expires <= now():
+        raise TokenError("token has expired", expired=True)
+    return claims
 
 
 def api_key(role, secret):
@@ -49,7 +55,7 @@ def api_key(role, secret):
 def api_key_role(token, secret):
     """The role of a valid API key, or None when `token` is not one."""
     try:
-        claims = _decode(token, secret, options={"require": ["iat", "exp", "role"]})
+        claims = _decode(token, secret, {"require": ["iat", "exp", "role"]})
     except TokenError:
         return None
     role = claims.get("role")
@@ -74,10 +80,7 @@ def access_token(claims, secret, lifetime):
 def decode_access_token(token, secret):
     """The claims of a valid access token. Refresh tokens and API keys fail: they have no audience."""
     claims = _decode(
-        token,
-        secret,
-        audience="authenticated",
-        options={"require": ["iat", "exp", "sub", "session_id", "aud"]},
+        token, secret, {"require": ["iat", "exp", "sub", "session_id", "aud"]}, audience="authenticated"
     )
     if claims.get("role") != "authenticated" or claims.get("typ") == REFRESH_TYPE:
         raise TokenError("not an access token")
@@ -101,7 +104,7 @@ def refresh_token(session_id, user_id, jti, issued, secret, lifetime):
 
 
 def decode_refresh_token(token, secret):
-    claims = _decode(token, secret, options={"require": ["iat", "exp", "jti", "sid"]})
+    claims = _decode(token, secret, {"require": ["iat", "exp", "jti", "sid"]})
     if claims.get("typ") != REFRESH_TYPE or "aud" in claims or not isinstance(claims["jti"], str):
         raise TokenError("not a refresh token")
     return claims

@@ -19,7 +19,7 @@ import tokens
 from app import create_app
 from extensions import db
 
-SECRET = "test-secret-" + "x" * 40
+SECRET = "test-secret-" + "x" * 60
 BACKENDS = ["sqlite", pytest.param("mysql", marks=pytest.mark.mysql)]
 
 

@@ -1,0 +1,185 @@
+"""Tokens are checked strictly: API keys (SPEC §2) and access tokens (SPEC §3.2), attacked."""
+
+import base64
+import json
+
+import jwt
+import pytest
+
+import tokens
+from conftest import SECRET, Api, assert_auth_error, assert_rest_error
+
+
+def b64(data):
+    return base64.urlsafe_b64encode(json.dumps(data).encode()).rstrip(b"=").decode()
+
+
+def resign(token, secret=SECRET, algorithm="HS256", **changes):
+    claims = jwt.decode(token, options={"verify_signature": False})
+    claims.update(changes)
+    return jwt.encode(claims, secret, algorithm=algorithm)
+
+
+def unsigned(token):
+    claims = jwt.decode(token, options={"verify_signature": False})
+    return f"{b64({'alg': 'none', 'typ': 'JWT'})}.{b64(claims)}."
+
+
+# --- API keys
+
+
+def test_no_api_key_is_refused_on_both_apis_with_the_same_body(app):
+    client = app.test_client()
+    bodies = []
+    for path in ("/auth/v1/user", "/auth/v1/signup", "/rest/v1/anything"):
+        response = client.get(path)
+        assert response.status_code == 401
+        bodies.append(response.json)
+    assert (
+        bodies[0]
+        == bodies[1]
+        == bodies[2]
+        == {
+            "message": "No API key found in request",
+            "hint": "No `apikey` request header or url param was found.",
+            "code": 401,
+            "details": "",
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "garbage",
+        tokens.api_key("anon", "another-secret-" + "y" * 60),
+        jwt.encode({"role": "anon", "iss": "minibase", "iat": 1, "exp": 2}, SECRET),
+        jwt.encode({"role": "authenticated", "iss": "minibase", "iat": 1, "exp": 2**40}, SECRET),
+        jwt.encode({"role": "superuser", "iss": "minibase", "iat": 1, "exp": 2**40}, SECRET),
+        jwt.encode({"role": "anon", "iss": "other", "iat": 1, "exp": 2**40}, SECRET),
+        jwt.encode({"role": "anon", "iss": "minibase", "iat": 1, "exp": 2**40}, SECRET, algorithm="HS512"),
+    ],
+    ids=["garbage", "other-secret", "expired", "user-role", "unknown-role", "other-issuer", "hs512"],
+)
+def test_invalid_api_keys(app, key):
+    client = app.test_client()
+    for path in ("/auth/v1/settings", "/rest/v1/anything"):
+        response = client.get(path, headers={"apikey": key})
+        assert response.status_code == 401
+        assert response.json["message"] == "Invalid API key"
+
+
+def test_api_key_as_a_query_parameter(app, anon_key):
+    assert app.test_client().get(f"/auth/v1/settings?apikey={anon_key}").status_code == 200
+
+
+def test_user_access_token_is_not_an_api_key(api, app):
+    token = api.sign_up()["access_token"]
+    response = app.test_client().get("/auth/v1/settings", headers={"apikey": token})
+    assert response.status_code == 401
+
+
+def test_keys_are_stable_and_carry_their_role():
+    anon = tokens.api_key("anon", SECRET)
+    assert anon == tokens.api_key("anon", SECRET)
+    claims = jwt.decode(anon, SECRET, algorithms=["HS256"], issuer="minibase")
+    assert claims["role"] == "anon" and claims["exp"] - claims["iat"] >= 10 * 365 * 24 * 3600
+    assert tokens.api_key_role(tokens.api_key("service_role", SECRET), SECRET) == "service_role"
+
+
+def test_health_needs_no_api_key(app):
+    response = app.test_client().get("/health")
+    assert response.status_code == 200 and response.json == {"status": "ok"}
+
+
+# --- access tokens
+
+
+def test_access_token_claims(api):
+    session = api.sign_up(first_name="Ann")
+    claims = jwt.decode(session["access_token"], SECRET, algorithms=["HS256"], audience="authenticated")
+    assert claims["sub"] == str(session["user"]["id"])
+    assert claims["role"] == "authenticated" and claims["aud"] == "authenticated"
+    assert claims["exp"] - claims["iat"] == 3600
+    assert claims["email"] == "ann@example.com" and claims["phone"] == ""
+    assert claims["session_id"] and claims["is_anonymous"] is False and claims["aal"] == "aal1"
+    assert claims["amr"][0]["method"] == "password"
+    assert claims["user_metadata"]["first_name"] == "Ann"
+    assert claims["app_metadata"]["provider"] == "email"
+    assert claims["iss"] == "minibase"
+
+
+def forged_tokens(session):
+    token = session["access_token"]
+    return {
+        "alg-none": unsigned(token),
+        "other-secret": resign(token, secret="another-secret-" + "z" * 60),
+        "hs512": resign(token, algorithm="HS512"),
+        "expired": resign(token, exp=tokens.now() - 10, iat=tokens.now() - 4000),
+        "other-user": resign(token, sub="999999"),
+        "no-session": resign(token, session_id=None),
+        "unknown-session": resign(token, session_id="00000000-0000-0000-0000-000000000000"),
+        "wrong-audience": resign(token, aud="other"),
+        "refresh-token": session["refresh_token"],
+        "truncated": token[:-5],
+        "not-a-jwt": "hello",
+        "empty-segments": "..",
+    }
+
+
+FORGERIES = [
+    "alg-none",
+    "other-secret",
+    "hs512",
+    "expired",
+    "other-user",
+    "no-session",
+    "unknown-session",
+    "wrong-audience",
+    "refresh-token",
+    "truncated",
+    "not-a-jwt",
+    "empty-segments",
+]
+
+
+@pytest.mark.parametrize("kind", FORGERIES)
+def test_forged_access_tokens_are_401_on_both_apis(api, kind):
+    token = forged_tokens(api.sign_up())[kind]
+    expected = "session_not_found" if kind == "unknown-session" else "bad_jwt"
+    assert_auth_error(api.get("/auth/v1/user", token=token), 401, expected)
+    assert_auth_error(api.patch("/auth/v1/user", token=token, json={"about": "x"}), 401, expected)
+    assert_auth_error(api.post("/auth/v1/logout", token=token), 401, expected)
+    assert_rest_error(api.get("/rest/v1/anything", token=token), 401)
+
+
+def test_rs256_confusion_is_refused(api):
+    session = api.sign_up()
+    header = b64({"alg": "RS256", "typ": "JWT"})
+    payload = session["access_token"].split(".")[1]
+    token = f"{header}.{payload}.{session['access_token'].split('.')[2]}"
+    assert_auth_error(api.get("/auth/v1/user", token=token), 401, "bad_jwt")
+
+
+def test_an_api_key_as_bearer_is_no_user(api, anon_key, service_key):
+    for key in (anon_key, service_key):
+        assert_auth_error(api.get("/auth/v1/user", token=key), 401, "bad_jwt")
+
+
+def test_the_anon_key_as_bearer_is_accepted_where_no_user_is_needed(api, anon_key):
+    assert api.get("/auth/v1/settings", token=anon_key).status_code == 200
+
+
+def test_an_expired_token_from_a_moved_clock(api, monkeypatch):
+    api.sign_up()
+    real_now = tokens.now()
+    monkeypatch.setattr(tokens, "now", lambda: real_now - 3700)
+    token = api.sign_in().json["access_token"]
+    monkeypatch.undo()
+    error = assert_auth_error(api.get("/auth/v1/user", token=token), 401, "bad_jwt")
+    assert "expired" in error["msg"].lower()
+
+
+def test_service_key_on_auth_routes(app, service_key):
+    service = Api(app, service_key)
+    assert service.get("/auth/v1/settings").status_code == 200
