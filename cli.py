@@ -2,6 +2,7 @@
 
 import click
 from flask import current_app
+from flask.cli import with_appcontext
 
 import accounts
 import tokens
@@ -18,6 +19,7 @@ def _user_id(email):
 
 
 @click.command("keys")
+@with_appcontext
 def keys():
     """Print the anon and service_role API keys."""
     secret = current_app.config["JWT_SECRET"]
@@ -26,6 +28,7 @@ def keys():
 
 
 @click.command("create-user")
+@with_appcontext
 @click.argument("email")
 @click.password_option()
 @click.option("--username")
@@ -43,6 +46,7 @@ def create_user(email, password, username, first_name, last_name):
 
 
 @click.command("deactivate-user")
+@with_appcontext
 @click.argument("email")
 def deactivate_user(email):
     """Set active=0 and end the user's sessions."""
@@ -51,6 +55,7 @@ def deactivate_user(email):
 
 
 @click.command("revoke-sessions")
+@with_appcontext
 @click.argument("email")
 def revoke_sessions(email):
     """End every session of a user: their tokens stop working at once."""

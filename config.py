@@ -95,18 +95,24 @@ def jwt_secret(configured, instance=INSTANCE):
         return configured
     path = Path(instance) / "jwt_secret"
     path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        pass
-    else:
+    if not path.exists():
+        # Written aside, then linked into place: a racing instance sees no file or a whole one.
+        draft = path.with_name(f".jwt_secret.{os.getpid()}.{secrets.token_hex(4)}")
+        fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as file:
             file.write(secrets.token_urlsafe(48))
-        log.warning(
-            "JWT_SECRET is not set: generated one into %s. Set JWT_SECRET to the same value on "
-            "every instance that shares this database.",
-            path,
-        )
+        try:
+            os.link(draft, path)
+        except FileExistsError:
+            pass
+        else:
+            log.warning(
+                "JWT_SECRET is not set: generated one into %s. Set JWT_SECRET to the same value on "
+                "every instance that shares this database.",
+                path,
+            )
+        finally:
+            draft.unlink()
     secret = path.read_text().strip()
     if len(secret) < MIN_SECRET_LENGTH:
         raise ConfigError(f"{path} holds a secret shorter than {MIN_SECRET_LENGTH} characters")

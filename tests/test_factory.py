@@ -1,0 +1,191 @@
+"""The factory, configuration, migrations, the command line, health, CORS and logs."""
+
+import logging
+import os
+import stat
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import jwt
+import pytest
+from sqlalchemy import create_engine, inspect, text
+
+import config
+import tokens
+from app import create_app
+from conftest import SECRET, Api, assert_auth_error, assert_rest_error
+from extensions import db
+from models import users_table
+
+ROOT = config.ROOT
+
+
+def test_defaults_are_spec_section_1():
+    settings = config.from_environment({})
+    assert settings["DATABASE_URL"] == "sqlite:///instance/minibase.db"
+    assert settings["JWT_EXPIRY"] == 3600 and settings["REFRESH_TOKEN_EXPIRY"] == 2592000
+    assert settings["REFRESH_TOKEN_REUSE_INTERVAL"] == 10 and settings["BCRYPT_ROUNDS"] == 10
+    assert settings["USERS_TABLE"] == "users" and settings["MAX_ROWS"] == 1000
+    assert settings["DISABLE_SIGNUP"] is False and settings["RATE_LIMITS"] is True
+    assert settings["RATE_LIMIT_STORAGE_URI"] == "memory://" and settings["CORS_ORIGINS"] == "*"
+    assert settings["AUTO_MIGRATE"] is True
+    assert (settings["HOST"], settings["PORT"], settings["THREADS"]) == ("127.0.0.1", 8000, 8)
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [("JWT_EXPIRY", "soon"), ("PORT", "-1"), ("DISABLE_SIGNUP", "maybe"), ("BCRYPT_ROUNDS", "2")],
+)
+def test_bad_settings_refuse_to_start_naming_the_variable(variable, value):
+    with pytest.raises(config.ConfigError, match=variable):
+        config.from_environment({variable: value})
+
+
+def test_relative_sqlite_paths_are_anchored_at_the_project():
+    assert config.absolute_sqlite_url("sqlite:///instance/x.db") == f"sqlite:///{ROOT}/instance/x.db"
+    assert config.absolute_sqlite_url("sqlite:////tmp/x.db") == "sqlite:////tmp/x.db"
+    assert config.absolute_sqlite_url("mysql+pymysql://u@h/db") == "mysql+pymysql://u@h/db"
+
+
+def test_short_jwt_secret_refuses_to_start(database_url):
+    with pytest.raises(config.ConfigError, match="JWT_SECRET"):
+        create_app({"DATABASE_URL": database_url, "JWT_SECRET": "too-short"})
+
+
+def test_generated_secret_is_made_once_and_kept_private(tmp_path, caplog):
+    with ThreadPoolExecutor(4) as pool:
+        secrets = set(pool.map(lambda _: config.jwt_secret(None, tmp_path), range(8)))
+    assert len(secrets) == 1 and len(secrets.pop()) >= 32
+    assert stat.S_IMODE(os.stat(tmp_path / "jwt_secret").st_mode) == 0o600
+    assert "JWT_SECRET is not set" in caplog.text
+
+
+def test_dotenv_is_read_and_the_environment_wins(tmp_path, monkeypatch):
+    monkeypatch.setattr(config, "ROOT", tmp_path)
+    (tmp_path / ".env").write_text("JWT_EXPIRY=120\nMAX_ROWS=5\n")
+    monkeypatch.setenv("MAX_ROWS", "7")
+    settings = config.from_environment()
+    assert settings["JWT_EXPIRY"] == 120 and settings["MAX_ROWS"] == 7
+
+
+def test_auto_migrate_false_leaves_the_database_alone(database_url):
+    app = create_app({"DATABASE_URL": database_url, "JWT_SECRET": SECRET, "AUTO_MIGRATE": False})
+    with app.app_context():
+        assert not inspect(db.engine).get_table_names()
+        runner = app.test_cli_runner()
+        result = runner.invoke(args=["db", "upgrade"])
+        assert result.exit_code == 0, result.output
+        assert {"minibase_sessions", "users"} <= set(inspect(db.engine).get_table_names())
+        db.engine.dispose()
+
+
+def test_migrating_twice_is_harmless(make_app):
+    make_app()
+    app = make_app()
+    with app.app_context():
+        version = db.session.execute(text("SELECT version_num FROM minibase_alembic_version")).all()
+    assert len(version) == 1
+
+
+def test_two_instances_starting_at_once_migrate_once(database_url):
+    env = {**os.environ, "DATABASE_URL": database_url, "JWT_SECRET": SECRET, "PYTHONPATH": str(ROOT)}
+    script = "from app import create_app; create_app()"
+    processes = [
+        subprocess.Popen([sys.executable, "-c", script], env=env, cwd=ROOT, stderr=subprocess.PIPE)
+        for _ in range(3)
+    ]
+    for process in processes:
+        _, err = process.communicate(timeout=120)
+        assert process.returncode == 0, err.decode()[-2000:]
+    engine = create_engine(database_url)
+    with engine.connect() as connection:
+        assert connection.execute(text("SELECT COUNT(*) FROM minibase_alembic_version")).scalar() == 1
+    engine.dispose()
+
+
+def test_cli_keys_prints_valid_keys(app):
+    output = app.test_cli_runner().invoke(args=["keys"]).output
+    keys = dict(line.split(":", 1) for line in output.strip().splitlines())
+    assert tokens.api_key_role(keys["anon key"].strip(), SECRET) == "anon"
+    assert tokens.api_key_role(keys["service_role key"].strip(), SECRET) == "service_role"
+
+
+def test_cli_create_deactivate_and_revoke(app, anon_key):
+    runner = app.test_cli_runner()
+    result = runner.invoke(
+        args=["create-user", "Cli@Example.com", "--password", "cli-secret", "--first-name", "Cli"]
+    )
+    assert result.exit_code == 0, result.output
+    api = Api(app, anon_key)
+    session = api.sign_in("cli@example.com", "cli-secret").json
+    assert session["user"]["user_metadata"]["first_name"] == "Cli"
+    assert runner.invoke(args=["revoke-sessions", "cli@example.com"]).exit_code == 0
+    assert_auth_error(api.get("/auth/v1/user", token=session["access_token"]), 401, "session_not_found")
+    assert runner.invoke(args=["deactivate-user", "cli@example.com"]).exit_code == 0
+    assert_auth_error(api.sign_in("cli@example.com", "cli-secret"), 400, "user_inactive")
+    missing = runner.invoke(args=["deactivate-user", "nobody@example.com"])
+    assert missing.exit_code != 0 and "no user" in missing.output
+    duplicate = runner.invoke(args=["create-user", "cli@example.com", "--password", "cli-secret"])
+    assert duplicate.exit_code != 0 and "already registered" in duplicate.output
+
+
+def test_unreachable_database_is_a_503(anon_key, tmp_path):
+    port_nobody_listens_on = 9
+    url = f"mysql+pymysql://root@127.0.0.1:{port_nobody_listens_on}/nothing"
+    (tmp_path / "tables.toml").write_text('[tables.items]\nselect = "anon"\n')
+    settings = {"DATABASE_URL": url, "JWT_SECRET": SECRET, "AUTO_MIGRATE": False}
+    app = create_app({**settings, "TABLES_CONFIG": str(tmp_path / "tables.toml")})
+    client = app.test_client()
+    assert client.get("/health").status_code == 503
+    assert client.get("/health").json == {"status": "unavailable"}
+    response = client.post(
+        "/auth/v1/token?grant_type=password",
+        json={"email": "a@b.co", "password": "secret-pw"},
+        headers={"apikey": anon_key},
+    )
+    assert_auth_error(response, 503, "database_unavailable")
+    assert_rest_error(client.get("/rest/v1/items", headers={"apikey": anon_key}), 503)
+
+
+def test_cors_preflight_needs_no_key_and_exposes_content_range(app):
+    client = app.test_client()
+    preflight = client.options(
+        "/auth/v1/user",
+        headers={
+            "Origin": "https://app.example",
+            "Access-Control-Request-Method": "GET",
+            "Access-Control-Request-Headers": "apikey,authorization,prefer",
+        },
+    )
+    assert preflight.status_code == 200
+    assert preflight.headers["Access-Control-Allow-Origin"] == "*"
+    response = client.get("/health", headers={"Origin": "https://app.example"})
+    assert "Content-Range" in response.headers["Access-Control-Expose-Headers"]
+
+
+def test_no_password_or_hash_in_logs_or_bodies(api, app, caplog, monkeypatch):
+    caplog.set_level(logging.DEBUG)
+    session = api.sign_up(password="hunter2-secret")
+    api.sign_in(password="wrong-guess-pw")
+    api.sign_in(password="hunter2-secret")
+    with app.app_context():
+        stored = db.session.execute(users_table().select()).one().password
+    import accounts
+
+    def explode(*args):
+        raise RuntimeError("failure while handling hunter2-secret")
+
+    monkeypatch.setattr(accounts, "hash_password", explode)
+    api.patch("/auth/v1/user", token=session["access_token"], json={"password": "hunter3-secret"})
+    for secret in ("hunter2-secret", "wrong-guess-pw", stored):
+        assert secret not in str(session)
+    assert stored not in caplog.text and "wrong-guess-pw" not in caplog.text
+    assert "hunter3-secret" not in caplog.text
+
+
+def test_access_token_lifetime_follows_jwt_expiry(make_app, anon_key):
+    api = Api(make_app(JWT_EXPIRY=120), anon_key)
+    session = api.sign_up()
+    claims = jwt.decode(session["access_token"], options={"verify_signature": False})
+    assert session["expires_in"] == 120 and claims["exp"] - claims["iat"] == 120
