@@ -36,7 +36,12 @@ def create_app(test_config=None):
     migrate.init_app(app, db, directory=str(MIGRATIONS), version_table="minibase_alembic_version")
     limiter.init_app(app)
     origins = [origin.strip() for origin in app.config["CORS_ORIGINS"].split(",")]
-    cors.init_app(app, origins=origins if len(origins) > 1 else origins[0], expose_headers=EXPOSED_HEADERS)
+    cors.init_app(
+        app,
+        origins=origins if len(origins) > 1 else origins[0],
+        expose_headers=EXPOSED_HEADERS,
+        send_wildcard=True,
+    )
     app.extensions["minibase"] = {"users": None, "dummy": dummy_hash(app.config["BCRYPT_ROUNDS"])}
 
     from blueprints import auth, health, rest
