@@ -227,5 +227,9 @@ def live_server(app):
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.effective_port}"
-    server.close()
+    # Finish the worker threads first, then close every channel: the loop ends when its map is empty.
+    server.task_dispatcher.shutdown(timeout=5)
+    while server._map:
+        for channel in list(server._map.values()):
+            channel.handle_close()
     thread.join(timeout=5)
