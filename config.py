@@ -146,4 +146,5 @@ def engine_options(url):
     if url.startswith("mysql"):
         # Shared hosts drop idle connections; READ COMMITTED lets a waiting refresh see its winner.
         options.update(pool_pre_ping=True, pool_recycle=280, isolation_level="READ COMMITTED")
+        options["connect_args"] = {"connect_timeout": 10}  # an unreachable host answers 503, not hangs
     return options
