@@ -1,0 +1,771 @@
+"""Query string -> filter tree -> SQLAlchemy Core expressions.
+
+Two filter dialects, mixable in one query string: the seed's dotted ``col.op=value`` and
+PostgREST's ``col=op.value`` with ``not.``, ``or=(...)`` and ``and=(...)`` trees.
+``parse_filters`` is pure syntax; names and values meet the table in ``where_clause``,
+``parse_select`` and ``parse_order``. Every value reaches SQL as a bound parameter.
+
+Pure: no Flask, no I/O, no database connection.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import operator
+import re
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time
+from decimal import Decimal
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import mysql
+from sqlalchemy.sql.elements import ColumnElement
+
+RESERVED = frozenset({"select", "order", "limit", "offset", "on_conflict", "columns", "or", "and", "apikey"})
+MAX_DEPTH = 16
+# SQLite refuses expressions nested deeper than 1000, and an AND chain counts as nesting.
+MAX_CONDITIONS = 200
+MAX_LIST_VALUES = 10_000
+
+_LOGIC_KEYS = {"or": ("or", False), "and": ("and", False), "not.or": ("or", True), "not.and": ("and", True)}
+_TREE_OPENERS = tuple((f"{key}(", spec) for key, spec in _LOGIC_KEYS.items())
+# PostgREST operators a client may well try; naming them gives a clearer error than "unknown".
+_UNSUPPORTED_OPERATORS = frozenset(
+    {"cs", "cd", "ov", "sl", "sr", "nxl", "nxr", "adj", "fts", "plfts", "phfts", "wfts"}
+    | {"match", "imatch", "isdistinct"}
+)
+_IS_VALUES = ("null", "true", "false")
+_DIALECTS = {"sqlite": "sqlite", "mysql": "mysql", "mariadb": "mysql"}
+
+
+class FilterError(ValueError):
+    """A malformed or unknown part of the query; str(e) is the client-facing message."""
+
+    def __init__(self, message: str, hint: str | None = None):
+        super().__init__(message)
+        self.hint = hint
+
+
+@dataclass(frozen=True)
+class Condition:
+    column: str
+    op: str
+    value: str | tuple[str, ...]  # a tuple for "in"
+    negated: bool = False
+
+
+@dataclass(frozen=True)
+class Logic:
+    op: str  # "and" | "or"
+    children: tuple[Condition | Logic, ...]
+    negated: bool = False
+
+
+@dataclass(frozen=True)
+class SelectItem:
+    column: str
+    alias: str
+
+
+@dataclass(frozen=True)
+class OrderItem:
+    column: str
+    descending: bool = False
+    nulls: str | None = None  # None | "first" | "last"
+
+
+def _q(text: str) -> str:
+    """Quote client text for a message, cut short so an error never echoes a huge value."""
+    return f'"{text}"' if len(text) <= 60 else f'"{text[:57]}..."'
+
+
+# ---------------------------------------------------------------------------
+# Parsing filters (syntax only)
+
+
+def parse_filters(pairs: Iterable[tuple[str, str]]) -> list[Condition | Logic]:
+    """Parse query-string pairs into filter nodes; other reserved keys are skipped."""
+    nodes: list[Condition | Logic] = []
+    for key, value in pairs:
+        if key in _LOGIC_KEYS:
+            nodes.append(_parse_logic_param(key, value))
+        elif key not in RESERVED:
+            nodes.append(_parse_filter_param(key, value))
+    _check_size(nodes)
+    return nodes
+
+
+def _parse_filter_param(key: str, value: str) -> Condition:
+    if not key:
+        raise FilterError("empty filter name", hint='write filters as "col=eq.value"')
+    where = f"filter {_q(key)}"
+    dotted = _split_dotted_key(key)
+    if dotted is not None:
+        column, negated, op = dotted
+        operand = value
+    elif "." in key and not _looks_native(value):
+        raise _unknown_operator(key.rpartition(".")[2], where)
+    else:
+        column = key
+        negated, op, operand = _split_native_value(key, value)
+    return _condition(column, op, _top_level_operand(op, operand, column), negated, where)
+
+
+def _split_dotted_key(key: str) -> tuple[str, bool, str] | None:
+    """'col.op' or 'col.not.op' -> (col, negated, op); None when the key is a plain column."""
+    head, dot, op = key.rpartition(".")
+    if not dot or op not in OPERATORS:
+        return None
+    if head.endswith(".not"):
+        return head[: -len(".not")], True, op
+    return head, False, op
+
+
+def _looks_native(value: str) -> bool:
+    rest = value.removeprefix("not.")
+    op, dot, _ = rest.partition(".")
+    return bool(dot) and op in OPERATORS
+
+
+def _split_native_value(key: str, value: str) -> tuple[bool, str, str]:
+    """'op.value' or 'not.op.value' -> (negated, op, value)."""
+    negated = value.startswith("not.")
+    rest = value.removeprefix("not.")
+    op, dot, operand = rest.partition(".")
+    if not op or op == "not":
+        raise FilterError(
+            f"missing operator in filter {_q(key)}",
+            hint=f'write "{key}=eq.value" or "{key}.eq=value"',
+        )
+    if op not in OPERATORS:
+        raise _unknown_operator(op, f"filter {_q(key)}")
+    if not dot:
+        raise FilterError(f'missing "." and value after operator "{op}" in filter {_q(key)}')
+    return negated, op, operand
+
+
+def _top_level_operand(op: str, raw: str, column: str) -> str | tuple[str, ...]:
+    if op != "in":
+        return raw
+    scanner = _Scanner(raw, f'malformed "in" list for column {_q(column)}')
+    values = _read_list(scanner)
+    scanner.skip_spaces()
+    if not scanner.at_end():
+        raise scanner.error("unexpected text after the list")
+    return values
+
+
+def _condition(column: str, op: str, value: str | tuple[str, ...], negated: bool, where: str) -> Condition:
+    if not column:
+        raise FilterError(f"missing column name in {where}")
+    if column in RESERVED:
+        raise FilterError(f'"{column}" is a reserved name, not a column, in {where}')
+    if op == "is" and value.lower() not in _IS_VALUES:
+        raise FilterError(f'invalid value {_q(value)} for "is" in {where}', hint="use null, true or false")
+    if op in ("like", "ilike"):
+        _like_parts(value, where)  # validate now so a bad pattern is a syntax error
+    return Condition(column, op, value, negated)
+
+
+def _unknown_operator(op: str, where: str) -> FilterError:
+    hint = "operators: " + ", ".join(_OPERATOR_BUILDERS)
+    if op in _UNSUPPORTED_OPERATORS:
+        return FilterError(f'operator "{op}" is not supported ({where})', hint=hint)
+    return FilterError(f"unknown operator {_q(op)} in {where}", hint=hint)
+
+
+def _check_size(nodes: Iterable[Condition | Logic]) -> None:
+    conditions = values = 0
+    pending = list(nodes)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, Logic):
+            pending.extend(node.children)
+            continue
+        conditions += 1
+        values += len(node.value) if isinstance(node.value, tuple) else 1
+    if conditions > MAX_CONDITIONS:
+        raise FilterError(f"too many filter conditions (at most {MAX_CONDITIONS})")
+    if values > MAX_LIST_VALUES:
+        raise FilterError(f"too many filter values (at most {MAX_LIST_VALUES})")
+
+
+class _Scanner:
+    """A cursor over one query-string value, for lists and logic trees."""
+
+    def __init__(self, text: str, context: str):
+        self.text = text
+        self.pos = 0
+        self.context = context
+
+    def at_end(self) -> bool:
+        return self.pos >= len(self.text)
+
+    def peek(self) -> str:
+        return self.text[self.pos : self.pos + 1]
+
+    def startswith(self, prefix: str) -> bool:
+        return self.text.startswith(prefix, self.pos)
+
+    def take(self, char: str) -> bool:
+        if self.peek() == char:
+            self.pos += 1
+            return True
+        return False
+
+    def skip_spaces(self) -> None:
+        while self.peek().isspace():
+            self.pos += 1
+
+    def read_until(self, stops: str) -> str:
+        start = self.pos
+        while not self.at_end() and self.text[self.pos] not in stops:
+            self.pos += 1
+        return self.text[start : self.pos]
+
+    def read_quoted(self) -> str:
+        """A double-quoted value; backslash makes the next character literal (PostgREST)."""
+        self.pos += 1
+        chars = []
+        while not self.at_end():
+            char = self.text[self.pos]
+            self.pos += 1
+            if char == '"':
+                return "".join(chars)
+            if char == "\\" and not self.at_end():
+                char = self.text[self.pos]
+                self.pos += 1
+            chars.append(char)
+        raise self.error("unterminated quoted value")
+
+    def error(self, message: str) -> FilterError:
+        return FilterError(f"{self.context}: {message} (at position {self.pos + 1})")
+
+
+def _read_list(scanner: _Scanner) -> tuple[str, ...]:
+    """'(a,"b,c")' or '[a,"b,c"]' -> ('a', 'b,c'); '()' is the empty list."""
+    closer = {"(": ")", "[": "]"}.get(scanner.peek())
+    if closer is None:
+        raise scanner.error('expected a list such as "(1,2)" or "[1,2]"')
+    scanner.pos += 1
+    scanner.skip_spaces()
+    if scanner.take(closer):
+        return ()
+    values = []
+    while True:
+        values.append(_read_list_value(scanner, closer))
+        if scanner.take(","):
+            continue
+        if scanner.take(closer):
+            return tuple(values)
+        if scanner.at_end():
+            raise scanner.error(f'missing "{closer}" at the end of the list')
+        raise scanner.error(f'expected "," or "{closer}"')
+
+
+def _read_list_value(scanner: _Scanner, closer: str) -> str:
+    start = scanner.pos
+    scanner.skip_spaces()
+    if scanner.peek() == '"':
+        value = scanner.read_quoted()
+        scanner.skip_spaces()
+        return value
+    scanner.pos = start
+    value = scanner.read_until("," + closer)
+    if not value:
+        raise scanner.error('empty list element (write "" for an empty string)')
+    return value
+
+
+def _parse_logic_param(key: str, value: str) -> Logic:
+    op, negated = _LOGIC_KEYS[key]
+    scanner = _Scanner(value, f"malformed {_q(key)} filter")
+    scanner.skip_spaces()
+    if scanner.peek() != "(":
+        raise FilterError(
+            f"malformed {_q(key)} filter: the conditions must be in parentheses",
+            hint=f'write "{key}=(a.eq.1,b.gt.2)"',
+        )
+    logic = Logic(op, _read_tree(scanner, key, depth=1), negated)
+    scanner.skip_spaces()
+    if scanner.peek() == ")":
+        raise FilterError(f"unbalanced parentheses in {_q(key)} filter")
+    if not scanner.at_end():
+        raise scanner.error("unexpected text after the closing parenthesis")
+    return logic
+
+
+def _read_tree(scanner: _Scanner, key: str, depth: int) -> tuple[Condition | Logic, ...]:
+    """'(item,item,...)' where an item is a condition or a nested and(...)/or(...)."""
+    if depth > MAX_DEPTH:
+        raise FilterError(f"{_q(key)} filter is nested too deeply (at most {MAX_DEPTH} levels)")
+    scanner.pos += 1  # the "(" the caller saw
+    children = []
+    while True:
+        scanner.skip_spaces()
+        children.append(_read_tree_item(scanner, key, depth))
+        scanner.skip_spaces()
+        if scanner.take(","):
+            continue
+        if scanner.take(")"):
+            return tuple(children)
+        if scanner.at_end():
+            raise FilterError(f"unbalanced parentheses in {_q(key)} filter")
+        raise scanner.error('expected "," or ")"')
+
+
+def _read_tree_item(scanner: _Scanner, key: str, depth: int) -> Condition | Logic:
+    for opener, (op, negated) in _TREE_OPENERS:
+        if scanner.startswith(opener):
+            scanner.pos += len(opener) - 1
+            return Logic(op, _read_tree(scanner, key, depth + 1), negated)
+    return _read_tree_condition(scanner, key)
+
+
+def _read_tree_condition(scanner: _Scanner, key: str) -> Condition:
+    """'col.op.value' or 'col.not.op.value' inside a logic tree."""
+    column = scanner.read_until(".,()")
+    if not column:
+        raise scanner.error('expected a condition such as "col.eq.value"')
+    if not scanner.take("."):
+        raise scanner.error(f'expected "." and an operator after {_q(column)}')
+    negated = scanner.startswith("not.")
+    if negated:
+        scanner.pos += len("not.")
+    op = scanner.read_until(".,()")
+    if op not in OPERATORS:
+        raise _unknown_operator(op, f"{_q(key)} filter (at position {scanner.pos + 1})")
+    if not scanner.take("."):
+        raise scanner.error(f'expected "." and a value after operator "{op}"')
+    value = _read_list(scanner) if op == "in" else _read_tree_value(scanner)
+    return _condition(column, op, value, negated, f"{_q(key)} filter")
+
+
+def _read_tree_value(scanner: _Scanner) -> str:
+    if scanner.peek() != '"':
+        return scanner.read_until(",)")
+    value = scanner.read_quoted()
+    scanner.skip_spaces()
+    if scanner.peek() not in ("", ",", ")"):
+        raise scanner.error("unexpected text after a quoted value")
+    return value
+
+
+# ---------------------------------------------------------------------------
+# Building SQL
+
+
+def where_clause(
+    nodes: Iterable[Condition | Logic], table: sa.Table, dialect: str
+) -> ColumnElement[bool] | None:
+    """AND of all nodes with bound parameters; None when there are none."""
+    dialect = _dialect(dialect)
+    clauses = [_build(node, table, dialect, depth=1) for node in nodes]
+    if not clauses:
+        return None
+    return clauses[0] if len(clauses) == 1 else sa.and_(*clauses)
+
+
+def _dialect(name: str) -> str:
+    try:
+        return _DIALECTS[name]
+    except KeyError:
+        # The caller's bug, not the client's: deliberately not a FilterError.
+        raise ValueError(f"unsupported SQL dialect {name!r}") from None
+
+
+def _build(node: Condition | Logic, table: sa.Table, dialect: str, depth: int) -> ColumnElement:
+    if isinstance(node, Logic):
+        expression = _build_logic(node, table, dialect, depth)
+    elif isinstance(node, Condition):
+        column = _resolve_column(table, node.column, "filter")
+        build = _OPERATOR_BUILDERS.get(node.op)
+        if build is None:
+            raise _unknown_operator(node.op, f"filter {_q(node.column)}")
+        expression = build(column, node.value, dialect)
+    else:
+        raise TypeError(f"not a filter node: {node!r}")
+    return sa.not_(expression) if node.negated else expression
+
+
+def _build_logic(node: Logic, table: sa.Table, dialect: str, depth: int) -> ColumnElement:
+    if depth > MAX_DEPTH:
+        raise FilterError(f"filter is nested too deeply (at most {MAX_DEPTH} levels)")
+    combine = {"and": sa.and_, "or": sa.or_}.get(node.op)
+    if combine is None:
+        raise FilterError(f"unknown logic operator {_q(node.op)}")
+    if not node.children:
+        raise FilterError(f'empty "{node.op}" filter')
+    return combine(*(_build(child, table, dialect, depth + 1) for child in node.children))
+
+
+def _resolve_column(table: sa.Table, name: str, where: str) -> sa.Column:
+    column = table.c.get(name)
+    if column is None:
+        raise FilterError(f"unknown column {_q(name)} in {where}", hint=_suggest(name, table))
+    return column
+
+
+def _suggest(name: str, table: sa.Table) -> str | None:
+    if len(name) > 100:
+        return None
+    matches = difflib.get_close_matches(name, list(table.c.keys()), n=1)
+    return f'did you mean "{matches[0]}"?' if matches else None
+
+
+def _single(value: object, column: sa.Column) -> str:
+    if not isinstance(value, str):
+        raise FilterError(f"expected a single value, not a list, for column {_q(column.key)}")
+    return value
+
+
+def _comparison(compare: Callable) -> Callable:
+    def build(column: sa.Column, value: object, dialect: str) -> ColumnElement:
+        return compare(column, convert_value(column, _single(value, column)))
+
+    return build
+
+
+def _build_in(column: sa.Column, values: object, dialect: str) -> ColumnElement:
+    if not isinstance(values, tuple | list):
+        raise FilterError(f'"in" needs a list of values for column {_q(column.key)}')
+    if not values:
+        return sa.false()
+    return column.in_([convert_value(column, value) for value in values])
+
+
+def _build_is(column: sa.Column, value: object, dialect: str) -> ColumnElement:
+    word = _single(value, column).lower()
+    if word == "null":
+        return column.is_(None)
+    if word not in _IS_VALUES:
+        raise FilterError(f'invalid value {_q(word)} for "is"', hint="use null, true or false")
+    if not _is_booleanish(column.type):
+        raise FilterError(f'"is.{word}" needs a boolean column; {_q(column.key)} is not one')
+    return column.is_(sa.true() if word == "true" else sa.false())
+
+
+def _build_like(column: sa.Column, value: object, dialect: str) -> ColumnElement:
+    pattern = _single(value, column)
+    text = _as_text(column, dialect)
+    if dialect == "sqlite":
+        # SQLite's LIKE ignores case; GLOB is its case-sensitive matcher.
+        return text.op("GLOB", is_comparison=True)(_glob_pattern(pattern))
+    # Binary collation: case- and accent-sensitive whatever the column's own collation.
+    return text.collate("utf8mb4_bin").like(_like_pattern(pattern))
+
+
+def _build_ilike(column: sa.Column, value: object, dialect: str) -> ColumnElement:
+    pattern = sa.func.lower(sa.literal(_like_pattern(_single(value, column)), sa.String()))
+    lowered = sa.func.lower(_as_text(column, dialect))
+    if dialect == "sqlite":
+        return lowered.like(pattern, escape="\\")
+    # Lower both sides, then compare binary so the column's collation cannot fold accents.
+    return lowered.collate("utf8mb4_bin").like(pattern)
+
+
+def _as_text(column: sa.Column, dialect: str) -> ColumnElement:
+    if dialect == "mysql":
+        # Also makes binary and non-string columns comparable as utf8mb4 text.
+        return sa.cast(column, mysql.CHAR(charset="utf8mb4"))
+    return column if _python_type(column.type) is str else sa.cast(column, sa.String())
+
+
+_OPERATOR_BUILDERS: dict[str, Callable[[sa.Column, object, str], ColumnElement]] = {
+    "eq": _comparison(operator.eq),
+    "neq": _comparison(operator.ne),
+    "gt": _comparison(operator.gt),
+    "gte": _comparison(operator.ge),
+    "lt": _comparison(operator.lt),
+    "lte": _comparison(operator.le),
+    "like": _build_like,
+    "ilike": _build_ilike,
+    "in": _build_in,
+    "is": _build_is,
+}
+OPERATORS = frozenset(_OPERATOR_BUILDERS)
+
+
+# ---------------------------------------------------------------------------
+# LIKE patterns: "*" and "%" match any run, "_" one character, "\" escapes the next.
+
+_ANY = object()
+_ONE = object()
+
+
+def _like_parts(pattern: str, where: str = "filter") -> list[object]:
+    if "\x00" in pattern:
+        # SQLite's LIKE and GLOB stop at NUL, so the rest of the pattern would be ignored.
+        raise FilterError(f"pattern in {where} contains a NUL character")
+    parts: list[object] = []
+    chars = iter(pattern)
+    for char in chars:
+        if char == "\\":
+            escaped = next(chars, None)
+            if escaped is None:
+                raise FilterError(
+                    f"pattern {_q(pattern)} ends with an escape character in {where}",
+                    hint="write \\\\ for a literal backslash",
+                )
+            parts.append(escaped)
+        elif char in "*%":
+            parts.append(_ANY)
+        elif char == "_":
+            parts.append(_ONE)
+        else:
+            parts.append(char)
+    return parts
+
+
+def _like_pattern(pattern: str) -> str:
+    """The pattern for SQL LIKE with backslash as its escape character."""
+    out = []
+    for part in _like_parts(pattern):
+        if part is _ANY:
+            out.append("%")
+        elif part is _ONE:
+            out.append("_")
+        else:
+            out.append("\\" + part if part in "%_\\" else part)
+    return "".join(out)
+
+
+def _glob_pattern(pattern: str) -> str:
+    """The pattern for SQLite GLOB, which has no escape character, only [x] classes."""
+    out = []
+    for part in _like_parts(pattern):
+        if part is _ANY:
+            out.append("*")
+        elif part is _ONE:
+            out.append("?")
+        else:
+            out.append(f"[{part}]" if part in "*?[]" else part)
+    return "".join(out)
+
+
+# ---------------------------------------------------------------------------
+# Values
+
+_INTEGER = re.compile(r"[+-]?[0-9]{1,19}")
+_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]{1,4})?")
+_BOOLEANS = {"true": True, "t": True, "1": True, "false": False, "f": False, "0": False}
+
+
+def convert_value(column: sa.Column, raw: str) -> object:
+    """Convert a query-string value to the column's Python type."""
+    if not isinstance(raw, str):
+        raise FilterError(f"expected a single value for column {_q(column.key)}")
+    column_type = column.type
+    if isinstance(column_type, sa.Enum) and column_type.enums:
+        if raw not in column_type.enums:
+            raise FilterError(
+                f"{_q(raw)} is not a valid value for column {_q(column.key)}",
+                hint="one of: " + ", ".join(column_type.enums),
+            )
+        return raw
+    python_type = _python_type(column_type)
+    if python_type is None and not isinstance(column_type, sa.JSON):
+        return raw  # a type SQLAlchemy cannot describe: let the database compare the text
+    try:
+        label, convert = _CONVERTERS[python_type]
+    except KeyError:
+        raise FilterError(
+            f"cannot filter column {_q(column.key)} of type {type(column_type).__name__} by value"
+        ) from None
+    try:
+        return convert(raw, column_type)
+    except (ValueError, OverflowError, ArithmeticError):
+        raise FilterError(f"{_q(raw)} is not a valid {label} for column {_q(column.key)}") from None
+
+
+def _python_type(column_type: sa.types.TypeEngine) -> type | None:
+    """The column's Python type; None when SQLAlchemy does not know it."""
+    try:
+        python_type = column_type.python_type
+    except NotImplementedError:
+        return None
+    return None if python_type is object else python_type
+
+
+def _is_booleanish(column_type: sa.types.TypeEngine) -> bool:
+    """May take is.true / is.false; a type SQLAlchemy cannot name gets the benefit of the doubt."""
+    return _python_type(column_type) in (bool, None) or _is_tinyint_boolean(column_type)
+
+
+def _is_tinyint_boolean(column_type: sa.types.TypeEngine) -> bool:
+    # MySQL has no BOOLEAN: reflection gives TINYINT(1), and clients send true/false for it.
+    return isinstance(column_type, mysql.TINYINT) and column_type.display_width == 1
+
+
+def _to_int(raw: str, column_type: sa.types.TypeEngine) -> int:
+    text = raw.strip()
+    if _is_tinyint_boolean(column_type) and text.lower() in _BOOLEANS:
+        return int(_BOOLEANS[text.lower()])
+    if not _INTEGER.fullmatch(text):
+        raise ValueError(raw)
+    value = int(text)
+    if not -(2**63) <= value < 2**63:
+        raise ValueError(raw)
+    return value
+
+
+def _to_float(raw: str, column_type: sa.types.TypeEngine) -> float:
+    text = raw.strip()
+    if not _NUMBER.fullmatch(text) or not math.isfinite(float(text)):
+        raise ValueError(raw)
+    return float(text)
+
+
+def _to_decimal(raw: str, column_type: sa.types.TypeEngine) -> Decimal:
+    _to_float(raw, column_type)  # same syntax and range: drivers may pass it through a double
+    return Decimal(raw.strip())
+
+
+def _to_bool(raw: str, column_type: sa.types.TypeEngine) -> bool:
+    try:
+        return _BOOLEANS[raw.strip().lower()]
+    except KeyError:
+        raise ValueError(raw) from None
+
+
+def _iso(raw: str) -> str:
+    text = raw.strip()
+    return text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text
+
+
+def _to_date(raw: str, column_type: sa.types.TypeEngine) -> date:
+    return date.fromisoformat(raw.strip())
+
+
+def _to_datetime(raw: str, column_type: sa.types.TypeEngine) -> datetime:
+    value = datetime.fromisoformat(_iso(raw))
+    if value.tzinfo is not None and not getattr(column_type, "timezone", False):
+        # Naive columns hold UTC here, so compare in UTC rather than drop the offset.
+        value = value.astimezone(UTC).replace(tzinfo=None)
+    return value
+
+
+def _to_time(raw: str, column_type: sa.types.TypeEngine) -> time:
+    value = time.fromisoformat(_iso(raw))
+    if value.tzinfo is not None and not getattr(column_type, "timezone", False):
+        value = datetime.combine(date(2000, 1, 2), value).astimezone(UTC).time()
+    return value
+
+
+def _to_uuid(raw: str, column_type: sa.types.TypeEngine) -> uuid.UUID:
+    return uuid.UUID(raw.strip())
+
+
+_CONVERTERS: dict[type, tuple[str, Callable[[str, sa.types.TypeEngine], object]]] = {
+    str: ("string", lambda raw, column_type: raw),
+    int: ("integer", _to_int),
+    float: ("number", _to_float),
+    Decimal: ("number", _to_decimal),
+    bool: ("boolean (true or false)", _to_bool),
+    date: ("date (YYYY-MM-DD)", _to_date),
+    datetime: ("date-time (ISO 8601)", _to_datetime),
+    time: ("time (HH:MM[:SS])", _to_time),
+    uuid.UUID: ("UUID", _to_uuid),
+    bytes: ("string", lambda raw, column_type: raw.encode("utf-8")),
+}
+
+
+# ---------------------------------------------------------------------------
+# select= and order=
+
+_ALIAS = re.compile(r"[\w$]+")
+_UNSUPPORTED_SELECT = (
+    ("::", "casts"),
+    ("->", "JSON paths"),
+    ("(", "embedded resources and functions"),
+    (")", "embedded resources and functions"),
+)
+
+
+def parse_select(text: str | None, table: sa.Table) -> list[SelectItem]:
+    """'*', 'a,b', 'alias:col' -> the columns to return, in the order asked."""
+    if text is None or text.strip() in ("", "*"):
+        return _all_columns(table)
+    items = []
+    for part in text.split(","):
+        items.extend(_parse_select_item(part.strip(), table))
+    seen = set()
+    for item in items:
+        if item.alias in seen:
+            raise FilterError(f"duplicate name {_q(item.alias)} in select")
+        seen.add(item.alias)
+    return items
+
+
+def _all_columns(table: sa.Table) -> list[SelectItem]:
+    return [SelectItem(column.key, column.key) for column in table.c]
+
+
+def _parse_select_item(part: str, table: sa.Table) -> list[SelectItem]:
+    if not part:
+        raise FilterError("empty item in select", hint="remove the extra comma")
+    if part == "*":
+        return _all_columns(table)
+    for marker, feature in _UNSUPPORTED_SELECT:
+        if marker in part:
+            raise FilterError(f"{feature} are not supported in select: {_q(part)}")
+    alias, colon, name = part.rpartition(":")
+    alias, name = alias.strip(), name.strip()
+    if not colon:
+        alias = name
+    elif not _ALIAS.fullmatch(alias):
+        raise FilterError(f"invalid alias {_q(alias)} in select item {_q(part)}")
+    column = _resolve_column(table, name, "select")
+    return [SelectItem(column.key, alias)]
+
+
+_DIRECTIONS = {"asc": False, "desc": True}
+_NULLS = {"nullsfirst": "first", "nullslast": "last"}
+
+
+def parse_order(text: str | None, table: sa.Table) -> list[OrderItem]:
+    """'a.desc,b.asc.nullslast,c' -> order items; every part must be known."""
+    if text is None:
+        return []
+    return [_parse_order_item(part.strip(), table) for part in text.split(",")]
+
+
+def _parse_order_item(part: str, table: sa.Table) -> OrderItem:
+    name, *modifiers = (piece.strip() for piece in part.split("."))
+    if not name:
+        raise FilterError(f"empty item in order {_q(part)}", hint='write "order=col.desc"')
+    column = _resolve_column(table, name, "order")
+    descending: bool | None = None
+    nulls: str | None = None
+    for modifier in modifiers:
+        if modifier in _DIRECTIONS and descending is None:
+            descending = _DIRECTIONS[modifier]
+        elif modifier in _NULLS and nulls is None:
+            nulls = _NULLS[modifier]
+        else:
+            raise FilterError(
+                f"unknown modifier {_q(modifier)} in order {_q(part)}",
+                hint="use asc or desc, then nullsfirst or nullslast, once each",
+            )
+    return OrderItem(column.key, bool(descending), nulls)
+
+
+def order_clauses(items: Iterable[OrderItem], table: sa.Table, dialect: str) -> list[ColumnElement]:
+    """ORDER BY clauses with PostgreSQL's NULL placement (last ascending, first descending)."""
+    _dialect(dialect)
+    clauses = []
+    for item in items:
+        column = _resolve_column(table, item.column, "order")
+        nulls = item.nulls or ("first" if item.descending else "last")
+        if nulls not in ("first", "last"):
+            raise FilterError(f"unknown NULL placement {_q(str(nulls))} in order")
+        # MySQL and SQLite sort NULL as the smallest value; a leading IS NULL key moves it.
+        natural = "last" if item.descending else "first"
+        if column.nullable and nulls != natural:
+            is_null = column.is_(None)
+            clauses.append(is_null.desc() if nulls == "first" else is_null.asc())
+        clauses.append(column.desc() if item.descending else column.asc())
+    return clauses
