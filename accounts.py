@@ -5,7 +5,7 @@ import uuid
 
 from flask import current_app
 from limits import parse as parse_limit
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 import tokens
@@ -55,27 +55,28 @@ def find_credentials(email):
     return db.session.execute(query.where(_email_matches(users.c.email, email))).first()
 
 
-def load_user(user_id):
-    """The user and their profile as one row (never the hash), or None."""
+def user_query():
+    """Users with their profiles (never the hash)."""
     users = users_table()
-    query = (
-        select(
-            users.c.user_id,
-            users.c.email,
-            users.c.username,
-            users.c.first_name,
-            users.c.last_name,
-            users.c.active,
-            users.c.joined,
-            Profile.about,
-            Profile.extra,
-            Profile.updated_at,
-            Profile.last_sign_in_at,
-        )
-        .outerjoin(Profile, Profile.user_id == users.c.user_id)
-        .where(users.c.user_id == user_id)
-    )
-    return db.session.execute(query).first()
+    return select(
+        users.c.user_id,
+        users.c.email,
+        users.c.username,
+        users.c.first_name,
+        users.c.last_name,
+        users.c.active,
+        users.c.joined,
+        Profile.about,
+        Profile.extra,
+        Profile.updated_at,
+        Profile.last_sign_in_at,
+    ).outerjoin(Profile, Profile.user_id == users.c.user_id)
+
+
+def load_user(user_id):
+    """The user and their profile as one row, or None."""
+    users = users_table()
+    return db.session.execute(user_query().where(users.c.user_id == user_id)).first()
 
 
 def timestamp(value):
@@ -355,6 +356,13 @@ def current_user(user_id):
 def update_user(who, fields):
     """PATCH/PUT /user: flat fields win over the same keys in `data`; a new password ends the
     user's other sessions."""
+    change_user(who.user_id, fields, keep_session=who.session_id)
+    db.session.commit()
+    return current_user(who.user_id)
+
+
+def change_user(user_id, fields, keep_session=None):
+    """Apply an update (without committing); a new password ends every session but `keep_session`."""
     users = users_table()
     data = fields.get("data") or {}
     columns, about, extra_changes = split_metadata(data)
@@ -365,36 +373,32 @@ def update_user(who, fields):
             columns[name] = ""
     if "email" in fields:
         found = find_credentials(fields["email"])
-        if found is not None and found.user_id != who.user_id:
+        if found is not None and found.user_id != user_id:
             raise email_exists()
         columns["email"] = fields["email"]
     if "password" in fields:
         check_password_strength(fields["password"])
-        stored = db.session.execute(
-            select(users.c.password).where(users.c.user_id == who.user_id)
-        ).scalar_one()
+        stored = db.session.execute(select(users.c.password).where(users.c.user_id == user_id)).scalar_one()
         columns["password"] = hash_password(
             fields["password"], config("BCRYPT_ROUNDS"), prefix=family(stored)
         )
     if columns:
         try:
-            db.session.execute(update(users).where(users.c.user_id == who.user_id).values(columns))
+            db.session.execute(update(users).where(users.c.user_id == user_id).values(columns))
         except IntegrityError:
             db.session.rollback()
             raise email_exists() from None
-    profile = {"user_id": who.user_id, "updated_at": tokens.utcnow()}
+    profile = {"user_id": user_id, "updated_at": tokens.utcnow()}
     if "about" in fields or "about" in data:
         profile["about"] = about
     if extra_changes:
-        stored = db.session.get(Profile, who.user_id)
+        stored = db.session.get(Profile, user_id)
         extra = dict((stored.extra if stored is not None else None) or {})
         extra.update(extra_changes)
         profile["extra"] = {k: v for k, v in extra.items() if v is not None} or None
     upsert(Profile.__table__, profile, ["user_id"])
     if "password" in fields:
-        end_sessions(Session.user_id == who.user_id, Session.id != who.session_id)
-    db.session.commit()
-    return current_user(who.user_id)
+        end_sessions(Session.user_id == user_id, Session.id != keep_session)
 
 
 def email_exists():
@@ -417,12 +421,73 @@ def sign_out(who, scope):
 
 
 def set_active(user_id, active):
-    """Activate or deactivate a user; deactivating ends their sessions."""
+    """Activate or deactivate a user (without committing); deactivating ends their sessions."""
     users = users_table()
-    done = db.session.execute(
-        update(users).where(users.c.user_id == user_id).values(active=1 if active else 0)
-    ).rowcount
+    db.session.execute(update(users).where(users.c.user_id == user_id).values(active=1 if active else 0))
     if not active:
         end_sessions(Session.user_id == user_id)
+
+
+# --- administration (service_role)
+
+
+def user_not_found():
+    return APIError(404, "user_not_found", "User not found")
+
+
+def admin_get_user(user_id):
+    row = load_user(user_id)
+    if row is None:
+        raise user_not_found()
+    return user_object(row)
+
+
+def admin_list_users(page, per_page):
+    """One page of users in user_id order, and how many there are in all."""
+    users = users_table()
+    total = db.session.execute(select(func.count()).select_from(users)).scalar()
+    rows = db.session.execute(
+        user_query().order_by(users.c.user_id).limit(per_page).offset((page - 1) * per_page)
+    ).all()
+    return [user_object(row) for row in rows], total
+
+
+def admin_create_user(fields):
+    active = fields.pop("active", True)
+    data = {**(fields.pop("user_metadata", None) or {}), **(fields.pop("data", None) or {})}
+    data.update({name: fields[name] for name in METADATA_COLUMNS if name in fields})
+    user_id = create_user(fields["email"], fields["password"], data)
+    if not active:
+        set_active(user_id, False)
     db.session.commit()
-    return bool(done)
+    return admin_get_user(user_id)
+
+
+def admin_update_user(user_id, fields):
+    """PUT /admin/users/{id}: profile fields, password (ending every session), `active`."""
+    admin_get_user(user_id)
+    active = fields.pop("active", None)
+    metadata = fields.pop("user_metadata", None)
+    if metadata:
+        fields["data"] = {**metadata, **(fields.get("data") or {})}
+    change_user(user_id, fields)
+    if active is not None:
+        set_active(user_id, active)
+    db.session.commit()
+    return admin_get_user(user_id)
+
+
+def admin_delete_user(user_id):
+    """Delete the user's row, profile and sessions."""
+    admin_get_user(user_id)
+    users = users_table()
+    end_sessions(Session.user_id == user_id)
+    db.session.execute(delete(Profile).where(Profile.user_id == user_id))
+    try:
+        db.session.execute(delete(users).where(users.c.user_id == user_id))
+    except IntegrityError:
+        db.session.rollback()
+        raise APIError(
+            409, "user_referenced", "Other rows still refer to this user: deactivate it instead"
+        ) from None
+    db.session.commit()

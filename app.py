@@ -44,10 +44,11 @@ def create_app(test_config=None):
     )
     app.extensions["minibase"] = {"users": None, "dummy": dummy_hash(app.config["BCRYPT_ROUNDS"])}
 
-    from blueprints import auth, health, rest
+    from blueprints import admin, auth, health, rest
 
     app.register_blueprint(health.bp)
     app.register_blueprint(auth.bp)
+    app.register_blueprint(admin.bp)
     app.register_blueprint(rest.bp)
     app.before_request(gateway.require_api_key)
     errors.register(app)

@@ -51,6 +51,7 @@ def create_user(email, password, username, first_name, last_name):
 def deactivate_user(email):
     """Set active=0 and end the user's sessions."""
     accounts.set_active(_user_id(email), False)
+    db.session.commit()
     click.echo(f"deactivated {email}")
 
 

@@ -42,6 +42,13 @@ def api_version():
     return request.headers.get(API_VERSION_HEADER) or None
 
 
+def echo_api_version(response):
+    """after_request: tell an official client which auth API version answered."""
+    if api_version() and request.path.startswith("/auth/"):
+        response.headers[API_VERSION_HEADER] = api_version()
+    return response
+
+
 def render(error):
     """The body for `error` in the shape of the API it belongs to."""
     api = error.api or ("auth" if request.path.startswith("/auth/") else "rest")
@@ -93,6 +100,7 @@ def handle_unexpected(exc):
 
 
 def register(app):
+    app.after_request(echo_api_version)
     app.register_error_handler(APIError, handle_api_error)
     app.register_error_handler(HTTPException, handle_http_exception)
     app.register_error_handler(Exception, handle_unexpected)

@@ -79,6 +79,31 @@ class UserUpdateSchema(_Base):
         return {k: v for k, v in data.items() if k not in IGNORED_USER_FIELDS}
 
 
+class AdminUserSchema(UserUpdateSchema):
+    """PUT /admin/users/{id}: what a user may change, and `active`; GoTrue's `user_metadata` is `data`."""
+
+    active = fields.Boolean()
+    user_metadata = fields.Dict(keys=fields.String(), allow_none=True, data_key="user_metadata")
+
+    @pre_load
+    def drop_admin_fields(self, data, **kwargs):
+        ignored = {"email_confirm", "phone_confirm", "ban_duration", "role", "aud"}
+        return {k: v for k, v in data.items() if k not in ignored}
+
+
+class AdminCreateSchema(AdminUserSchema):
+    email = fields.String(required=True, validate=EMAIL_RULES)
+    password = fields.String(required=True, validate=_not_too_long)
+
+
+class PageSchema(Schema):
+    class Meta:
+        unknown = EXCLUDE
+
+    page = fields.Integer(load_default=1, validate=validate.Range(min=1))
+    per_page = fields.Integer(load_default=50, validate=validate.Range(min=1, max=1000))
+
+
 def json_body():
     """The request body as a JSON object, or a 400 bad_json."""
     body = request.get_json(force=True, silent=True)

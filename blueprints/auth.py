@@ -31,13 +31,6 @@ def present_session(session):
     return {**session, "user": present(session["user"])}
 
 
-@bp.after_request
-def echo_api_version(response):
-    if api_version():
-        response.headers["X-Supabase-Api-Version"] = api_version()
-    return response
-
-
 @bp.post("/signup")
 @limiter.limit("30 per 5 minutes")
 def signup():

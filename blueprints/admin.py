@@ -1,0 +1,49 @@
+"""/auth/v1/admin: GoTrue's user administration, for the service_role key only (SPEC §8)."""
+
+from flask import Blueprint, request
+
+import accounts
+from blueprints.auth import present
+from errors import APIError
+from gateway import identity
+from schemas import AdminCreateSchema, AdminUserSchema, PageSchema, load
+
+bp = Blueprint("admin", __name__, url_prefix="/auth/v1/admin")
+
+create_schema = AdminCreateSchema()
+update_schema = AdminUserSchema()
+page_schema = PageSchema()
+
+
+@bp.before_request
+def require_service_role():
+    if identity().role != "service_role":
+        raise APIError(403, "not_admin", "User not allowed")
+
+
+@bp.get("/users")
+def list_users():
+    page = load(page_schema, request.args.to_dict())
+    users, total = accounts.admin_list_users(page["page"], page["per_page"])
+    return {"users": [present(user) for user in users], "aud": "authenticated"}, {"X-Total-Count": str(total)}
+
+
+@bp.post("/users")
+def create_user():
+    return present(accounts.admin_create_user(load(create_schema)))
+
+
+@bp.get("/users/<int:user_id>")
+def get_user(user_id):
+    return present(accounts.admin_get_user(user_id))
+
+
+@bp.put("/users/<int:user_id>")
+def update_user(user_id):
+    return present(accounts.admin_update_user(user_id, load(update_schema)))
+
+
+@bp.delete("/users/<int:user_id>")
+def delete_user(user_id):
+    accounts.admin_delete_user(user_id)
+    return {}

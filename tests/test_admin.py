@@ -1,0 +1,90 @@
+"""User administration with the service_role key (SPEC §8)."""
+
+import pytest
+
+from conftest import Api, assert_auth_error
+
+
+@pytest.fixture
+def admin(app, service_key):
+    return Api(app, service_key)
+
+
+def test_only_the_service_role_may_administer(api, admin):
+    token = api.sign_up()["access_token"]
+    assert_auth_error(api.get("/auth/v1/admin/users"), 403, "not_admin")
+    assert_auth_error(api.get("/auth/v1/admin/users", token=token), 403, "not_admin")
+    assert admin.get("/auth/v1/admin/users").status_code == 200
+    # the service key as a bearer under the anon apikey, as the official admin client sends it
+    assert api.get("/auth/v1/admin/users", token=admin.key).status_code == 200
+
+
+def test_create_get_list_update_delete(admin, api):
+    created = admin.post(
+        "/auth/v1/admin/users",
+        json={"email": "Zed@Example.com", "password": "zed-secret", "user_metadata": {"first_name": "Zed"},
+              "email_confirm": True},
+    )  # fmt: skip
+    assert created.status_code == 200, created.json
+    user_id = created.json["id"]
+    assert created.json["email"] == "zed@example.com"
+    assert created.json["user_metadata"]["first_name"] == "Zed"
+    assert api.sign_in("zed@example.com", "zed-secret").status_code == 200
+    assert admin.get(f"/auth/v1/admin/users/{user_id}").json["email"] == "zed@example.com"
+
+    api.sign_up("amy@example.com")
+    listing = admin.get("/auth/v1/admin/users?page=1&per_page=1")
+    assert listing.status_code == 200 and listing.headers["X-Total-Count"] == "2"
+    assert [u["email"] for u in listing.json["users"]] == ["zed@example.com"]
+    assert [u["email"] for u in admin.get("/auth/v1/admin/users?page=2&per_page=1").json["users"]] == [
+        "amy@example.com"
+    ]
+
+    session = api.sign_in("zed@example.com", "zed-secret").json
+    updated = admin.put(
+        f"/auth/v1/admin/users/{user_id}", json={"password": "new-zed-secret", "about": "admin says hi"}
+    )
+    assert updated.status_code == 200 and updated.json["user_metadata"]["about"] == "admin says hi"
+    assert_auth_error(api.get("/auth/v1/user", token=session["access_token"]), 401, "session_not_found")
+    assert api.sign_in("zed@example.com", "new-zed-secret").status_code == 200
+
+    session = api.sign_in("zed@example.com", "new-zed-secret").json
+    assert admin.put(f"/auth/v1/admin/users/{user_id}", json={"active": False}).status_code == 200
+    assert_auth_error(api.get("/auth/v1/user", token=session["access_token"]), 401, "session_not_found")
+    assert_auth_error(api.sign_in("zed@example.com", "new-zed-secret"), 400, "user_inactive")
+    assert admin.put(f"/auth/v1/admin/users/{user_id}", json={"active": True}).status_code == 200
+    assert api.sign_in("zed@example.com", "new-zed-secret").status_code == 200
+
+    deleted = admin.delete(f"/auth/v1/admin/users/{user_id}")
+    assert deleted.status_code == 200 and deleted.json == {}
+    assert_auth_error(admin.get(f"/auth/v1/admin/users/{user_id}"), 404, "user_not_found")
+    assert_auth_error(api.sign_in("zed@example.com", "new-zed-secret"), 400, "invalid_credentials")
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "status", "code"),
+    [
+        ("POST", "/auth/v1/admin/users", {"email": "x@example.com"}, 400, "validation_failed"),
+        ("POST", "/auth/v1/admin/users", {"email": "bad", "password": "secret-pw"}, 400, "validation_failed"),
+        ("POST", "/auth/v1/admin/users", {"email": "x@example.com", "password": "123"}, 422, "weak_password"),
+        ("POST", "/auth/v1/admin/users", {"email": "ann@example.com", "password": "secret-pw"}, 422,
+         "user_already_exists"),
+        ("PUT", "/auth/v1/admin/users/999", {"about": "x"}, 404, "user_not_found"),
+        ("PUT", "/auth/v1/admin/users/1", {"active": "perhaps"}, 400, "validation_failed"),
+        ("PUT", "/auth/v1/admin/users/1", {"shoe_size": 9}, 400, "validation_failed"),
+        ("DELETE", "/auth/v1/admin/users/999", None, 404, "user_not_found"),
+        ("GET", "/auth/v1/admin/users?page=0", None, 400, "validation_failed"),
+        ("GET", "/auth/v1/admin/users?per_page=abc", None, 400, "validation_failed"),
+        ("GET", "/auth/v1/admin/users/abc", None, 404, "not_found"),
+    ],
+)  # fmt: skip
+def test_admin_errors(admin, api, method, path, body, status, code):
+    api.sign_up()
+    assert_auth_error(admin.request(method, path, json=body), status, code)
+
+
+def test_official_clients_get_string_ids(admin):
+    admin.post("/auth/v1/admin/users", json={"email": "s@example.com", "password": "secret-pw"})
+    response = admin.get("/auth/v1/admin/users", headers={"X-Supabase-Api-Version": "2024-01-01"})
+    assert response.json["users"][0]["id"] == "1"
+    assert response.headers["X-Supabase-Api-Version"] == "2024-01-01"
