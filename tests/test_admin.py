@@ -88,3 +88,19 @@ def test_official_clients_get_string_ids(admin):
     response = admin.get("/auth/v1/admin/users", headers={"X-Supabase-Api-Version": "2024-01-01"})
     assert response.json["users"][0]["id"] == "1"
     assert response.headers["X-Supabase-Api-Version"] == "2024-01-01"
+
+
+def test_deleting_a_user_other_rows_refer_to_is_a_409_and_changes_nothing(admin, api, app):
+    from sqlalchemy import text
+
+    from extensions import db
+
+    session = api.sign_up()
+    with app.app_context():
+        db.session.execute(
+            text("CREATE TABLE posts (id INTEGER PRIMARY KEY, user_id INTEGER REFERENCES users (user_id))")
+        )
+        db.session.execute(text("INSERT INTO posts (id, user_id) VALUES (1, 1)"))
+        db.session.commit()
+    assert_auth_error(admin.delete("/auth/v1/admin/users/1"), 409, "user_referenced")
+    assert api.get("/auth/v1/user", token=session["access_token"]).status_code == 200
