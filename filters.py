@@ -424,7 +424,9 @@ def _single(value: object, column: sa.Column) -> str:
 
 def _comparison(compare: Callable) -> Callable:
     def build(column: sa.Column, value: object, dialect: str) -> ColumnElement:
-        return compare(column, convert_value(column, _single(value, column)))
+        # An explicit bind: SQLAlchemy refuses `column > False` with a bare Python boolean.
+        converted = convert_value(column, _single(value, column))
+        return compare(column, sa.bindparam(None, converted, type_=column.type))
 
     return build
 

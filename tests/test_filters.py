@@ -453,6 +453,8 @@ SQL_CASES = [
     ([("active", "is.FALSE")], [2, 6, 8]),
     ([("active", "not.is.true")], [2, 4, 6, 8]),
     ([("active", "is.null")], [4]),
+    ([("active", "gt.false")], [1, 3, 5, 7]),
+    ([("active.lte", "false")], [2, 6, 8]),
     ([("note", "is.null")], [2]),
     ([("note", "not.is.null")], [1, 3, 4, 5, 6, 7, 8]),
     ([("name.is", "NULL")], [7]),
