@@ -227,9 +227,22 @@ def live_server(app):
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.effective_port}"
-    # Finish the worker threads first, then close every channel: the loop ends when its map is empty.
-    server.task_dispatcher.shutdown(timeout=5)
-    while server._map:
+    stop_waitress(server, thread)
+
+
+def stop_waitress(server, thread):
+    """Let the worker threads finish their requests, then close every channel from the server's own
+    loop thread (closing them from here races with select() and with workers waking the loop)."""
+    dispatcher = server.task_dispatcher
+    dispatcher.shutdown(timeout=5)
+    deadline = time.monotonic() + 10
+    while dispatcher.active_count and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+    def close_all():
         for channel in list(server._map.values()):
             channel.handle_close()
-    thread.join(timeout=5)
+
+    server.trigger.pull_trigger(close_all)
+    thread.join(timeout=10)
+    assert not thread.is_alive(), "waitress did not stop"
