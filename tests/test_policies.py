@@ -1,0 +1,168 @@
+"""tables.toml (SPEC §4.1): parsing, the refusals that stop the service from starting, and the
+decision for each role and rule."""
+
+import shutil
+import tomllib
+
+import pytest
+import sqlalchemy as sa
+
+import config
+import policies
+from config import ConfigError
+from errors import APIError
+from gateway import Identity
+
+ANON = Identity("anon")
+USER = Identity("authenticated", user_id=7, session_id="s")
+SERVICE = Identity("service_role")
+
+
+def parse(text, users_table="users"):
+    return policies.parse(tomllib.loads(text), users_table)
+
+
+def test_rules_and_defaults():
+    parsed = parse('[tables.places]\nselect = "anon"\nupdate = "owner"\nowner_column = "user_id"\n')
+    policy = parsed["places"]
+    assert policy.rules == {
+        "select": "anon",
+        "insert": "service_role",
+        "update": "owner",
+        "delete": "service_role",
+    }
+    assert policy.owner_column == "user_id"
+
+
+def test_no_tables_section_exposes_nothing():
+    assert parse("") == {}
+    assert parse("[tables]\n") == {}
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ('[tables.users]\nselect = "anon"\n', "users table"),
+        ('[tables.Users]\nselect = "anon"\n', "users table"),
+        ('[tables." users"]\nselect = "anon"\n', "users table"),
+        ('[tables.minibase_sessions]\nselect = "service_role"\n', "service's own tables"),
+        ("[tables.minibase_refresh_tokens]\n", "service's own tables"),
+        ("[tables.MINIBASE_PROFILES]\n", "service's own tables"),
+        ("[tables.minibase_alembic_version]\n", "service's own tables"),
+        ("[tables.minibase_future]\n", "service's own tables"),
+        ('[tables.places]\nselect = "everyone"\n', "'everyone' is not one of"),
+        ("[tables.places]\nselect = 1\n", "is not one of"),
+        ('[tables.places]\nselect = ["anon"]\n', "is not one of"),
+        ('[tables.places]\nupdate = "owner"\n', "owner_column"),
+        ('[tables.places]\ndelete = "owner"\nowner_column = ""\n', "owner_column"),
+        ('[tables.places]\nselect = "owner"\nowner_column = 3\n', "owner_column"),
+        ('[tables.places]\nselct = "anon"\n', "unknown key 'selct'"),
+        ('[table.places]\nselect = "anon"\n', "unknown top-level key 'table'"),
+        ('tables = "places"\n', "'tables' must be"),
+        ("[tables]\nplaces = 1\n", "must be a table of rules"),
+        ('[tables.""]\n', "non-empty"),
+    ],
+)
+def test_invalid_configurations_refuse_to_start_saying_why(text, says):
+    with pytest.raises(ConfigError) as raised:
+        parse(text)
+    assert says in str(raised.value)
+
+
+def test_a_custom_users_table_is_refused_too():
+    with pytest.raises(ConfigError, match="users table"):
+        parse('[tables.members]\nselect = "anon"\n', users_table="members")
+    assert "users" in parse('[tables.users]\nselect = "anon"\n', users_table="members")
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("[tables.places\n", "not valid TOML"),
+        ('[tables.places]\nselect = "anon"\nselect = "owner"\n', "not valid TOML"),
+        ("\x00", "not valid TOML"),
+    ],
+)
+def test_bad_toml_refuses_to_start(tmp_path, text, says):
+    path = tmp_path / "tables.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=says):
+        policies.load(path, "users")
+
+
+def test_binary_file_refuses_to_start(tmp_path):
+    path = tmp_path / "tables.toml"
+    path.write_bytes(b"\xff\xfe[tables]")
+    with pytest.raises(ConfigError, match="TABLES_CONFIG"):
+        policies.load(path, "users")
+
+
+def test_missing_file_refuses_to_start(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        policies.load(tmp_path / "nope.toml", "users")
+
+
+def test_the_app_refuses_to_start(make_app, tmp_path):
+    path = tmp_path / "tables.toml"
+    path.write_text('[tables.users]\nselect = "anon"\n')
+    with pytest.raises(ConfigError, match="users table"):
+        make_app(TABLES_CONFIG=str(path))
+    path.write_text('[tables.notes]\nselect = "owner"\n')
+    with pytest.raises(ConfigError, match="owner_column"):
+        make_app(TABLES_CONFIG=str(path))
+
+
+def test_the_app_keeps_the_policies(make_app, tmp_path):
+    path = tmp_path / "tables.toml"
+    path.write_text('[tables.places]\nselect = "anon"\n')
+    app = make_app(TABLES_CONFIG=str(path))
+    assert list(app.extensions["minibase"]["policies"]) == ["places"]
+    assert make_app().extensions["minibase"]["policies"] == {}
+
+
+def test_the_example_file_is_valid(tmp_path):
+    example = config.ROOT / "tables.example.toml"
+    copy = tmp_path / "tables.toml"
+    shutil.copy(example, copy)
+    assert policies.load(copy, "users")
+
+
+# (rule, identity) -> allowed (owner id or None) or the refusal status
+DECISIONS = [
+    ("anon", ANON, None),
+    ("anon", USER, None),
+    ("anon", SERVICE, None),
+    ("authenticated", ANON, 401),
+    ("authenticated", USER, None),
+    ("authenticated", SERVICE, None),
+    ("owner", ANON, 401),
+    ("owner", USER, 7),
+    ("owner", SERVICE, None),
+    ("service_role", ANON, 401),
+    ("service_role", USER, 403),
+    ("service_role", SERVICE, None),
+]
+
+
+@pytest.mark.parametrize(("rule", "who", "expected"), DECISIONS)
+@pytest.mark.parametrize("operation", policies.OPERATIONS)
+def test_authorize(rule, who, expected, operation):
+    policy = policies.Policy("places", dict.fromkeys(policies.OPERATIONS, rule), "user_id")
+    if expected in (401, 403):
+        with pytest.raises(APIError) as raised:
+            policies.authorize(policy, operation, who)
+        assert raised.value.status == expected
+        return
+    grant = policies.authorize(policy, operation, who)
+    assert grant.owner_id == expected
+
+
+def test_owner_condition_is_a_bound_comparison():
+    table = sa.Table("places", sa.MetaData(), sa.Column("id", sa.Integer), sa.Column("user_id", sa.Integer))
+    policy = policies.Policy("places", dict.fromkeys(policies.OPERATIONS, "owner"), "user_id")
+    grant = policies.authorize(policy, "select", USER)
+    condition = grant.condition(table)
+    compiled = condition.compile()
+    assert str(compiled) == "places.user_id = :user_id_1" and compiled.params == {"user_id_1": 7}
+    assert grant.owns(7) and grant.owns("7") and not grant.owns(8)
+    assert policies.authorize(policy, "select", SERVICE).condition(table) is None
