@@ -1,5 +1,6 @@
 """Signed tokens: API keys, access tokens and refresh tokens (HS256 only), and the clock they use."""
 
+import functools
 import time
 from datetime import UTC, datetime
 
@@ -30,17 +31,23 @@ def utcnow():
     return datetime.fromtimestamp(now(), UTC).replace(tzinfo=None)
 
 
-def _decode(token, secret, options, **kwargs):
-    """Verify signature, algorithm, issuer and required claims; expiry against our clock."""
-    options = {**options, "verify_exp": False, "verify_iat": False, "verify_nbf": False}
+def _verify(token, secret, require, **kwargs):
+    """The claims of a token with a valid HS256 signature, our issuer and the `require`d claims.
+    Expiry is not checked here but against our clock, in _decode."""
+    options = {"require": require, "verify_exp": False, "verify_iat": False, "verify_nbf": False}
     try:
         claims = jwt.decode(token, secret, algorithms=[ALGORITHM], issuer=ISSUER, options=options, **kwargs)
     except jwt.PyJWTError as exc:
         raise TokenError(f"invalid token: {exc}") from None
-    expires = claims.get("exp")
+    expires = claims["exp"]
     if not isinstance(expires, int | float) or isinstance(expires, bool):
         raise TokenError("invalid token: exp is not a number")
-    if expires <= now():
+    return claims
+
+
+def _decode(token, secret, require, **kwargs):
+    claims = _verify(token, secret, require, **kwargs)
+    if claims["exp"] <= now():
         raise TokenError("token has expired", expired=True)
     return claims
 
@@ -54,14 +61,21 @@ def api_key(role, secret):
 
 def api_key_role(token, secret):
     """The role of a valid API key, or None when `token` is not one."""
+    role, expires = _verified_api_key(token, secret)
+    return role if role is not None and expires > now() else None
+
+
+@functools.lru_cache(maxsize=256)
+def _verified_api_key(token, secret):
+    """(role, exp) of a well-signed API key, or (None, 0). Every request carries the same few keys,
+    so their verification is remembered; only expiry is checked each time."""
     try:
-        claims = _decode(token, secret, {"require": ["iat", "exp", "role"]})
+        claims = _verify(token, secret, ["iat", "exp", "role"])
     except TokenError:
-        return None
-    role = claims.get("role")
-    if role not in API_KEY_ROLES or "aud" in claims or "sub" in claims:
-        return None
-    return role
+        return None, 0
+    if claims["role"] not in API_KEY_ROLES or "aud" in claims or "sub" in claims:
+        return None, 0
+    return claims["role"], claims["exp"]
 
 
 def access_token(claims, secret, lifetime):
@@ -79,9 +93,7 @@ def access_token(claims, secret, lifetime):
 
 def decode_access_token(token, secret):
     """The claims of a valid access token. Refresh tokens and API keys fail: they have no audience."""
-    claims = _decode(
-        token, secret, {"require": ["iat", "exp", "sub", "session_id", "aud"]}, audience="authenticated"
-    )
+    claims = _decode(token, secret, ["iat", "exp", "sub", "session_id", "aud"], audience="authenticated")
     if claims.get("role") != "authenticated" or claims.get("typ") == REFRESH_TYPE:
         raise TokenError("not an access token")
     if not isinstance(claims["session_id"], str) or not claims["sub"].isdigit():
@@ -104,7 +116,7 @@ def refresh_token(session_id, user_id, jti, issued, secret, lifetime):
 
 
 def decode_refresh_token(token, secret):
-    claims = _decode(token, secret, {"require": ["iat", "exp", "jti", "sid"]})
+    claims = _decode(token, secret, ["iat", "exp", "jti", "sid"])
     if claims.get("typ") != REFRESH_TYPE or "aud" in claims or not isinstance(claims["jti"], str):
         raise TokenError("not a refresh token")
     return claims

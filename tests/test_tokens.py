@@ -183,3 +183,13 @@ def test_an_expired_token_from_a_moved_clock(api, monkeypatch):
 def test_service_key_on_auth_routes(app, service_key):
     service = Api(app, service_key)
     assert service.get("/auth/v1/settings").status_code == 200
+
+
+def test_a_remembered_api_key_still_expires(app, monkeypatch):
+    start = tokens.now()
+    key = jwt.encode({"role": "anon", "iss": "minibase", "iat": start, "exp": start + 100}, SECRET)
+    client = app.test_client()
+    assert client.get("/auth/v1/settings", headers={"apikey": key}).status_code == 200
+    monkeypatch.setattr(tokens, "now", lambda: start + 101)
+    response = client.get("/auth/v1/settings", headers={"apikey": key})
+    assert response.status_code == 401 and response.json["message"] == "Invalid API key"
