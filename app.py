@@ -1,7 +1,5 @@
 """The application factory: configuration, extensions, blueprints and error handlers."""
 
-import logging
-
 from alembic import command
 from flask import Flask
 from sqlalchemy import event
@@ -82,6 +80,3 @@ def configure_connection(dbapi_connection, _record):
         )
         cursor.execute("SET SESSION time_zone = '+00:00'")
     cursor.close()
-
-
-logging.getLogger("minibase").setLevel(logging.INFO)

@@ -72,10 +72,6 @@ def render(error):
     return body, error.status, error.headers
 
 
-def handle_api_error(error):
-    return render(error)
-
-
 def handle_http_exception(exc):
     """Werkzeug's errors (404, 405, 413, 429, …) in our shape, keeping headers such as Allow."""
     response = exc.get_response()
@@ -89,8 +85,7 @@ def handle_http_exception(exc):
 
 
 def handle_unexpected(exc):
-    if isinstance(exc, HTTPException):
-        return handle_http_exception(exc)
+    """Anything else: a 503 when the database does not answer, else a logged, generic 500."""
     if isinstance(exc, OperationalError):
         # The cause is logged without parameters: they may hold a password hash.
         log.error("database unavailable: %s", exc.orig.__class__.__name__)
@@ -101,6 +96,6 @@ def handle_unexpected(exc):
 
 def register(app):
     app.after_request(echo_api_version)
-    app.register_error_handler(APIError, handle_api_error)
+    app.register_error_handler(APIError, render)
     app.register_error_handler(HTTPException, handle_http_exception)
     app.register_error_handler(Exception, handle_unexpected)
