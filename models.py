@@ -5,17 +5,13 @@ from sqlalchemy import (
     JSON,
     BigInteger,
     Boolean,
-    Column,
     DateTime,
     ForeignKey,
     Integer,
     MetaData,
-    SmallInteger,
     String,
     Table,
     Text,
-    func,
-    inspect,
 )
 from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.orm import Mapped, mapped_column
@@ -79,28 +75,6 @@ class Profile(db.Model):
     last_sign_in_at = mapped_column(DateTime)
 
 
-def users_table_definition(name, metadata=None):
-    """The users table minibase creates on a fresh install; an existing one is left as it is."""
-    return Table(
-        name,
-        metadata if metadata is not None else MetaData(),
-        Column("user_id", Integer, primary_key=True, autoincrement=True),
-        # NOCASE on SQLite, as MySQL's default collation: one index serves case-blind lookups.
-        Column(
-            "email",
-            String(255).with_variant(String(255, collation="NOCASE"), "sqlite"),
-            nullable=False,
-            unique=True,
-        ),
-        Column("password", String(255), nullable=False),
-        Column("username", String(255)),
-        Column("first_name", String(255)),
-        Column("last_name", String(255)),
-        Column("active", SmallInteger, nullable=False, server_default="1"),
-        Column("joined", DateTime, nullable=False, server_default=func.current_timestamp()),
-    )
-
-
 def users_table():
     """The users table as it is in the database, reflected once per app."""
     state = current_app.extensions["minibase"]
@@ -119,10 +93,6 @@ def required_without_default(table):
     return {
         c.name for c in table.c if c.name in PROFILE_FIELDS and not c.nullable and c.server_default is None
     }
-
-
-def has_table(name):
-    return inspect(db.engine).has_table(name)
 
 
 def upsert(table, values, keys):

@@ -189,3 +189,17 @@ def test_access_token_lifetime_follows_jwt_expiry(make_app, anon_key):
     session = api.sign_up()
     claims = jwt.decode(session["access_token"], options={"verify_signature": False})
     assert session["expires_in"] == 120 and claims["exp"] - claims["iat"] == 120
+
+
+def test_models_and_migrations_agree(app):
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+
+    def own_tables(obj, name, type_, reflected, compare_to):
+        return type_ != "table" or (name.startswith("minibase_") and name != "minibase_alembic_version")
+
+    with app.app_context(), db.engine.connect() as connection:
+        context = MigrationContext.configure(
+            connection, opts={"include_object": own_tables, "compare_type": True}
+        )
+        assert compare_metadata(context, db.metadata) == []
