@@ -228,7 +228,7 @@ def _constraint_error(kind, table, column):
 # --- values in and out
 
 
-def _python_type(column):
+def python_type(column):
     try:
         return column.type.python_type
     except NotImplementedError:
@@ -259,7 +259,7 @@ def body_value(column, value):
 def _converted(column, value):
     if value is None or isinstance(column.type, sa.JSON):
         return value
-    kind = _python_type(column)
+    kind = python_type(column)
     if isinstance(value, str):
         return filters.convert_value(column, value)
     if isinstance(value, dict | list):

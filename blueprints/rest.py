@@ -10,6 +10,7 @@ from urllib.parse import quote
 from flask import Blueprint, Response, current_app, json, request
 
 import filters
+import openapi
 import policies
 import tables
 from errors import APIError
@@ -29,6 +30,11 @@ COMPACT = (",", ":")
 
 
 # --- the views: parse, do the work, shape the response
+
+
+@bp.get("/")
+def describe():
+    return openapi.document(identity())
 
 
 @bp.get("/<name>")

@@ -1,0 +1,117 @@
+"""GET /rest/v1/: an OpenAPI 3 description of the exposed tables, as the caller may use them, and
+of the auth endpoints (SPEC §7)."""
+
+from datetime import date, datetime, time
+from decimal import Decimal
+
+import policies
+import tables
+from errors import APIError
+
+METHODS = {"select": "get", "insert": "post", "update": "patch", "delete": "delete"}
+SCALARS = {
+    bool: {"type": "boolean"},
+    int: {"type": "integer"},
+    float: {"type": "number"},
+    Decimal: {"type": "number"},
+    str: {"type": "string"},
+    datetime: {"type": "string", "format": "date-time"},
+    date: {"type": "string", "format": "date"},
+    time: {"type": "string", "format": "time"},
+}
+AUTH_PATHS = {
+    "/auth/v1/signup": {"post": "Sign up with email and password; returns a session"},
+    "/auth/v1/token": {"post": "grant_type=password or refresh_token; returns a session"},
+    "/auth/v1/user": {
+        "get": "The signed-in user",
+        "patch": "Update the signed-in user",
+        "put": "Update the signed-in user",
+    },
+    "/auth/v1/logout": {"post": "End the session (scope=global|local|others); 204"},
+    "/auth/v1/settings": {"get": "Whether sign-up is open"},
+}
+
+
+def document(who):
+    paths, schemas = {}, {}
+    for name, policy in sorted(policies.policies().items()):
+        allowed = {op: rule for op, rule in policy.rules.items() if _allowed(policy, op, who)}
+        if not allowed:
+            continue
+        try:
+            table = tables.reflected(name)
+        except APIError:
+            continue  # listed, but not in the database (yet)
+        schemas[name] = table_schema(table)
+        paths[f"/rest/v1/{name}"] = {
+            METHODS[op]: _operation(name, op, rule, policy.owner_column) for op, rule in allowed.items()
+        }
+    for path, operations in AUTH_PATHS.items():
+        status = "204" if path.endswith("logout") else "200"
+        paths[path] = {
+            method: {"summary": summary, "tags": ["auth"], "responses": {status: {"description": "OK"}}}
+            for method, summary in operations.items()
+        }
+    return {
+        "openapi": "3.0.3",
+        "info": {"title": "minibase", "version": "1.0.0"},
+        "servers": [{"url": "/"}],
+        "paths": paths,
+        "components": {
+            "schemas": schemas,
+            "securitySchemes": {
+                "apikey": {"type": "apiKey", "in": "header", "name": "apikey"},
+                "bearer": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"},
+            },
+        },
+        "security": [{"apikey": []}],
+    }
+
+
+def _allowed(policy, operation, who):
+    try:
+        policies.authorize(policy, operation, who)
+    except APIError:
+        return False
+    return True
+
+
+def _operation(name, operation, rule, owner_column):
+    description = f"rule: {rule}"
+    if rule == "owner":
+        description += f" (only rows whose {owner_column} is the caller's user id)"
+    reference = {"$ref": f"#/components/schemas/{name}"}
+    body = (
+        {"oneOf": [reference, {"type": "array", "items": reference}]} if operation == "insert" else reference
+    )
+    spec = {"summary": f"{operation} {name}", "description": description, "tags": [name]}
+    if operation in ("insert", "update"):
+        spec["requestBody"] = {"content": {"application/json": {"schema": body}}}
+    status = {"select": "200", "insert": "201"}.get(operation, "204")
+    rows = {"type": "array", "items": reference}
+    spec["responses"] = {status: {"description": "OK", "content": {"application/json": {"schema": rows}}}}
+    return spec
+
+
+def table_schema(table):
+    keys = {column.key for column in tables.primary_key(table)}
+    properties, required = {}, []
+    for column in table.c:
+        kind = bool if tables.is_mysql_boolean(column) else tables.python_type(column)
+        prop = dict(SCALARS.get(kind, {}))
+        optional = column.nullable and column.key not in keys  # SQLite reports its keys nullable
+        if optional:
+            prop["nullable"] = True
+        if column.key in keys:
+            prop["description"] = "primary key"
+        length = getattr(column.type, "length", None)
+        if prop.get("type") == "string" and isinstance(length, int):
+            prop["maxLength"] = length
+        properties[column.key] = prop
+        generated = column.server_default is not None or column is table.autoincrement_column
+        if not optional and not generated:
+            required.append(column.key)
+    schema = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = required
+    return schema
