@@ -137,6 +137,8 @@ def flask_settings(settings):
         "RATELIMIT_ENABLED": settings["RATE_LIMITS"],
         "RATELIMIT_STORAGE_URI": settings["RATE_LIMIT_STORAGE_URI"],
         "RATELIMIT_HEADERS_ENABLED": True,
+        # A shared store that stops answering degrades to per-instance limits, not to errors.
+        "RATELIMIT_IN_MEMORY_FALLBACK_ENABLED": True,
     }
 
 

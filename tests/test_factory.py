@@ -203,3 +203,20 @@ def test_models_and_migrations_agree(app):
             connection, opts={"include_object": own_tables, "compare_type": True}
         )
         assert compare_metadata(context, db.metadata) == []
+
+
+def test_cors_origins_limits_who_gets_cors_headers(make_app):
+    client = make_app(CORS_ORIGINS="https://a.example, https://b.example").test_client()
+    allowed = client.get("/health", headers={"Origin": "https://b.example"})
+    assert allowed.headers["Access-Control-Allow-Origin"] == "https://b.example"
+    refused = client.get("/health", headers={"Origin": "https://evil.example"})
+    assert "Access-Control-Allow-Origin" not in refused.headers
+
+
+def test_rate_limit_storage_uri_is_used(make_app, anon_key):
+    from extensions import limiter
+
+    make_app(RATE_LIMITS=True, RATE_LIMIT_STORAGE_URI="memory://")
+    assert type(limiter.storage).__name__ == "MemoryStorage"
+    make_app(RATE_LIMITS=True, RATE_LIMIT_STORAGE_URI="redis://127.0.0.1:1")
+    assert type(limiter.storage).__name__ == "RedisStorage"

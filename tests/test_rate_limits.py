@@ -80,3 +80,11 @@ def test_forwarded_for_is_the_client_behind_a_trusted_proxy(make_app, anon_key):
 def test_rate_limits_off(api):
     for _ in range(12):
         assert_auth_error(api.sign_in(password="wrong-pw"), 400, "invalid_credentials")
+
+
+def test_an_unreachable_shared_store_falls_back_to_local_limits(make_app, anon_key, caplog):
+    api = Api(make_app(RATE_LIMITS=True, RATE_LIMIT_STORAGE_URI="redis://127.0.0.1:1"), anon_key)
+    api.sign_up()
+    for _ in range(10):
+        assert_auth_error(api.sign_in(password="wrong-pw"), 400, "invalid_credentials")
+    assert_auth_error(api.sign_in(), 429, "over_request_rate_limit")
