@@ -1,0 +1,69 @@
+"""Whatever a client sends to the auth API, the answer is a documented 4xx (or a 2xx), never a 500."""
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conftest import Api
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=80),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=12), children, max_size=4)
+    ),
+    max_leaves=12,
+)
+FIELDS = ["email", "password", "data", "refresh_token", "username", "first_name", "about", "phone", "nonce"]
+bodies = st.one_of(
+    json_values,
+    st.dictionaries(st.sampled_from(FIELDS), json_values, max_size=5),
+    st.fixed_dictionaries(
+        {"email": st.sampled_from(["ann@example.com", "ANN@example.com ", "x@y"]), "password": json_values}
+    ),
+)
+REQUESTS = [
+    ("POST", "/auth/v1/signup"),
+    ("POST", "/auth/v1/token?grant_type=password"),
+    ("POST", "/auth/v1/token?grant_type=refresh_token"),
+    ("PATCH", "/auth/v1/user"),
+    ("PUT", "/auth/v1/user"),
+]
+FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+@pytest.fixture
+def fuzzed(make_app, anon_key):
+    api = Api(make_app(), anon_key)
+    return api, api.sign_up()["access_token"]
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+@FUZZ
+@given(request=st.sampled_from(REQUESTS), body=bodies)
+def test_any_json_body(fuzzed, request, body):
+    api, token = fuzzed
+    method, path = request
+    response = api.request(method, path, json=body, token=token if "user" in path else None)
+    assert response.status_code < 500, (body, response.get_json())
+    assert response.is_json
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+@FUZZ
+@given(
+    raw=st.binary(max_size=200),
+    header=st.text(st.characters(exclude_characters="\r\n"), max_size=60),  # no header can hold these
+    query=st.text(max_size=40),
+)
+def test_any_bytes_header_and_query(fuzzed, raw, header, query):
+    api, _ = fuzzed
+    response = api.request(
+        "POST",
+        "/auth/v1/token",
+        query_string={"grant_type": query},
+        data=raw,
+        headers={"Authorization": header.encode("utf-8", "ignore").decode("latin-1")},
+    )
+    assert response.status_code < 500 and response.is_json
+    response = api.request("GET", "/auth/v1/user", headers={"Authorization": "Bearer " + header})
+    assert response.status_code == 401 and response.is_json
