@@ -55,10 +55,10 @@ def find_credentials(email):
     return db.session.execute(query.where(_email_matches(users.c.email, email))).first()
 
 
-def user_query():
-    """Users with their profiles (never the hash)."""
+def user_columns():
+    """What a user object is made of: the users table's columns (never the hash) and the profile's."""
     users = users_table()
-    return select(
+    return [
         users.c.user_id,
         users.c.email,
         users.c.username,
@@ -70,7 +70,13 @@ def user_query():
         Profile.extra,
         Profile.updated_at,
         Profile.last_sign_in_at,
-    ).outerjoin(Profile, Profile.user_id == users.c.user_id)
+    ]
+
+
+def user_query():
+    """Users with their profiles."""
+    users = users_table()
+    return select(*user_columns()).outerjoin(Profile, Profile.user_id == users.c.user_id)
 
 
 def load_user(user_id):
@@ -129,9 +135,11 @@ def start_session(user_id):
     return session, _new_refresh_token(session.id)
 
 
-def session_object(user_id, session, refresh):
-    """SPEC §3.1's session object: a fresh access token, the session's refresh token and the user."""
-    user = user_object(load_user(user_id))
+def session_object(row, session, refresh):
+    """SPEC §3.1's session object: a fresh access token, the session's refresh token and the user
+    (`row`, from load_user)."""
+    user = user_object(row)
+    user_id = row.user_id
     secret = config("JWT_SECRET")
     claims = {
         "sub": str(user_id),
@@ -241,7 +249,7 @@ def _signed_in(user_id):
         ["user_id"],
     )
     session, refresh = start_session(user_id)
-    body = session_object(user_id, session, refresh)
+    body = session_object(load_user(user_id), session, refresh)
     db.session.commit()
     return body
 
@@ -317,14 +325,12 @@ def refresh(token):
         session.refreshed_at = now
     else:
         current = _reuse(row, session, now)
-    user = db.session.execute(
-        select(users_table().c.active).where(users_table().c.user_id == session.user_id)
-    ).first()
+    user = load_user(session.user_id)
     if user is None:
         raise refresh_token_not_found()
     if not user.active:
         raise APIError(400, "user_inactive", "User account is inactive")
-    body = session_object(session.user_id, session, current)
+    body = session_object(user, session, current)
     db.session.commit()
     return body
 

@@ -6,9 +6,10 @@ from flask import current_app, g, request
 from sqlalchemy import select
 
 import tokens
+from accounts import user_columns
 from errors import APIError
 from extensions import db
-from models import Session, users_table
+from models import Profile, Session, users_table
 
 PROTECTED_PREFIXES = ("/auth/v1", "/rest/v1")
 
@@ -18,7 +19,7 @@ class Identity:
     role: str  # anon | authenticated | service_role
     user_id: int | None = None
     session_id: str | None = None
-    claims: dict | None = None
+    user: object = None  # the user and profile row (accounts.load_user's shape) of a signed-in caller
 
 
 def secret():
@@ -76,21 +77,24 @@ def identify(token):
     except tokens.TokenError as exc:
         message = "Token has expired" if exc.expired else "Invalid JWT: unable to parse or verify"
         raise APIError(401, "bad_jwt", message) from None
+    # One round trip: the session, and its user with the profile /auth/v1/user answers with.
     users = users_table()
     row = db.session.execute(
-        select(Session.user_id, users.c.user_id.label("found"), users.c.active)
+        select(Session.user_id.label("session_user"), *user_columns())
+        .select_from(Session)
         .outerjoin(users, users.c.user_id == Session.user_id)
+        .outerjoin(Profile, Profile.user_id == Session.user_id)
         .where(Session.id == claims["session_id"])
     ).first()
     if row is None:
         raise APIError(401, "session_not_found", "Session from session_id claim in JWT does not exist")
-    if str(row.user_id) != claims["sub"]:
+    if str(row.session_user) != claims["sub"]:
         raise APIError(401, "bad_jwt", "Invalid JWT: unable to parse or verify")
-    if row.found is None:
+    if row.user_id is None:
         raise APIError(401, "user_not_found", "User from sub claim in JWT does not exist")
     if not row.active:
         raise APIError(401, "user_inactive", "User account is inactive")
-    return Identity("authenticated", row.user_id, claims["session_id"], claims)
+    return Identity("authenticated", row.user_id, claims["session_id"], row)
 
 
 def current_user_identity():

@@ -53,7 +53,7 @@ def token():
 
 @bp.get("/user")
 def get_user():
-    return present(accounts.current_user(current_user_identity().user_id))
+    return present(accounts.user_object(current_user_identity().user))
 
 
 @bp.route("/user", methods=["PATCH", "PUT"])

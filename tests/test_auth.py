@@ -331,11 +331,11 @@ def test_deleted_user(api, app):
 def test_unexpected_failures_are_a_generic_500(api, app, monkeypatch, caplog):
     import accounts
 
-    def explode(user_id):
+    def explode(row):
         raise RuntimeError("boom with secret detail")
 
     token = api.sign_up()["access_token"]
-    monkeypatch.setattr(accounts, "load_user", explode)
+    monkeypatch.setattr(accounts, "user_object", explode)
     error = assert_auth_error(api.get("/auth/v1/user", token=token), 500, "unexpected_failure")
     assert "boom" not in error["msg"]
     assert "boom with secret detail" in caplog.text
