@@ -5,6 +5,7 @@ import os
 import stat
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import jwt
@@ -220,3 +221,46 @@ def test_rate_limit_storage_uri_is_used(make_app, anon_key):
     assert type(limiter.storage).__name__ == "MemoryStorage"
     make_app(RATE_LIMITS=True, RATE_LIMIT_STORAGE_URI="redis://127.0.0.1:1")
     assert type(limiter.storage).__name__ == "RedisStorage"
+
+
+def test_python_wsgi_py_migrates_prints_the_keys_and_serves(database_url, tmp_path):
+    """What `make run` ends in: the process a user starts, over HTTP."""
+    import requests
+
+    from conftest import free_port
+
+    port = free_port()
+    env = {**os.environ, "DATABASE_URL": database_url, "JWT_SECRET": SECRET, "PORT": str(port)}
+    server = subprocess.Popen(
+        [sys.executable, "wsgi.py"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        printed = dict(server.stdout.readline().split(":", 1) for _ in range(2))
+        anon = printed["anon key"].strip()
+        assert tokens.api_key_role(anon, SECRET) == "anon"
+        assert tokens.api_key_role(printed["service_role key"].strip(), SECRET) == "service_role"
+        assert f"127.0.0.1:{port}" in server.stdout.readline()
+        base = f"http://127.0.0.1:{port}"
+        for _ in range(100):
+            try:
+                health = requests.get(f"{base}/health", timeout=1)
+                break
+            except requests.ConnectionError:
+                time.sleep(0.05)
+        assert health.json() == {"status": "ok"}
+        signup = requests.post(
+            f"{base}/auth/v1/signup",
+            json={"email": "wsgi@example.com", "password": "secret-pw"},
+            headers={"apikey": anon},
+            timeout=10,
+        )
+        assert signup.status_code == 200
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+        server.stdout.close()

@@ -4,8 +4,6 @@ clients do, and the official supabase-auth client, unchanged (SPEC §6)."""
 import pytest
 import requests
 
-from conftest import SECRET
-
 
 def test_plain_http_client_flow(live_server, anon_key):
     base = live_server + "/auth/v1"
@@ -90,7 +88,3 @@ def test_official_supabase_auth_client(gotrue):
     assert wrong.value.code == "invalid_credentials" and wrong.value.status == 400
     gotrue.sign_out()
     assert gotrue.get_session() is None
-
-
-def test_secret_is_what_the_tests_configured():
-    assert len(SECRET) >= 32
