@@ -10,7 +10,7 @@ from sqlalchemy.exc import IntegrityError
 
 import tokens
 from errors import APIError
-from extensions import client_ip, db, limiter
+from extensions import client_ip, db, limiter, state
 from models import (
     PROFILE_FIELDS,
     Profile,
@@ -283,7 +283,7 @@ def sign_in(email, password):
     failures.check()
     found = find_credentials(email)
     # An unknown email costs the same bcrypt check as a wrong password: timing tells nothing.
-    hashed = found.password if found is not None else current_app.extensions["minibase"]["dummy"]
+    hashed = found.password if found is not None else state().dummy_hash
     if not verify_password(password, hashed) or found is None:
         failures.record()
         raise invalid_credentials()

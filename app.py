@@ -10,7 +10,7 @@ import config
 import errors
 import gateway
 import policies
-from extensions import cors, db, limiter, migrate
+from extensions import Minibase, cors, db, limiter, migrate
 from models import users_table
 from passwords import dummy_hash
 
@@ -40,7 +40,7 @@ def create_app(test_config=None):
         expose_headers=EXPOSED_HEADERS,
         send_wildcard=True,
     )
-    app.extensions["minibase"] = {"users": None, "dummy": dummy_hash(app.config["BCRYPT_ROUNDS"])}
+    app.extensions["minibase"] = Minibase(dummy_hash=dummy_hash(app.config["BCRYPT_ROUNDS"]))
 
     from blueprints import admin, auth, health, rest
 

@@ -1,6 +1,9 @@
 """The Flask extension objects, created once and bound to an app in create_app."""
 
-from flask import request
+import threading
+from dataclasses import dataclass, field
+
+from flask import current_app, request
 from flask_cors import CORS
 from flask_limiter import Limiter
 from flask_migrate import Migrate
@@ -10,6 +13,30 @@ from sqlalchemy.orm import DeclarativeBase
 
 class Base(DeclarativeBase):
     pass
+
+
+@dataclass
+class Schema:
+    """The reflected exposed tables, and when each name was last looked up."""
+
+    tables: dict = field(default_factory=dict)
+    checked: dict = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+@dataclass
+class Minibase:
+    """What the service keeps per app beside Flask's config; create_app makes it."""
+
+    dummy_hash: str  # a hash at the configured cost, checked when a sign-in names no user
+    policies: dict = field(default_factory=dict)  # table name -> policies.Policy, from tables.toml
+    users: object = None  # the users table, reflected on first use
+    schema: Schema = field(default_factory=Schema)
+
+
+def state():
+    """This app's Minibase."""
+    return current_app.extensions["minibase"]
 
 
 def client_ip():

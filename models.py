@@ -16,7 +16,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.orm import Mapped, mapped_column
 
-from extensions import db
+from extensions import db, state
 
 # Prefixed so they cannot collide with the tables of the application that shares the database.
 SERVICE_TABLES = (
@@ -77,15 +77,15 @@ class Profile(db.Model):
 
 def users_table():
     """The users table as it is in the database, reflected once per app."""
-    state = current_app.extensions["minibase"]
-    if state.get("users") is None:
+    cache = state()
+    if cache.users is None:
         name = current_app.config["USERS_TABLE"]
         table = Table(name, MetaData(), autoload_with=db.engine)
         missing = [c for c in USER_COLUMNS if c not in table.c]
         if missing:
             raise RuntimeError(f"users table {name!r} lacks the columns {', '.join(missing)}")
-        state["users"] = table
-    return state["users"]
+        cache.users = table
+    return cache.users
 
 
 def required_without_default(table):

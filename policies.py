@@ -5,10 +5,9 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from flask import current_app
-
 from config import ConfigError
 from errors import APIError
+from extensions import state
 from models import SERVICE_TABLES
 
 OPERATIONS = ("select", "insert", "update", "delete")
@@ -47,7 +46,7 @@ def init_app(app):
     """Load and check TABLES_CONFIG at start; refuse to start when it cannot work."""
     path = app.config.get("TABLES_CONFIG")
     policies = {} if path is None else load(path, app.config["USERS_TABLE"])
-    app.extensions["minibase"]["policies"] = policies
+    app.extensions["minibase"].policies = policies
 
 
 def load(path, users_table):
@@ -108,7 +107,7 @@ def _policy(name, entry, forbidden, source):
 
 
 def policies():
-    return current_app.extensions["minibase"]["policies"]
+    return state().policies
 
 
 def lookup(name):

@@ -5,7 +5,6 @@ import difflib
 import logging
 import math
 import re
-import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -20,7 +19,7 @@ from sqlalchemy.exc import DBAPIError, NoSuchTableError
 
 import filters
 from errors import APIError
-from extensions import db
+from extensions import db, state
 
 log = logging.getLogger("minibase")
 
@@ -35,20 +34,8 @@ DEADLOCK_CODES = (1213,)  # MySQL chose this transaction as a deadlock victim an
 # --- reflection
 
 
-@dataclass
-class Schema:
-    """The per-app cache of reflected tables, and when each name was last looked up."""
-
-    tables: dict = field(default_factory=dict)
-    checked: dict = field(default_factory=dict)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-
 def schema():
-    state = current_app.extensions["minibase"]
-    if "schema" not in state:
-        state.setdefault("schema", Schema())
-    return state["schema"]
+    return state().schema
 
 
 def dialect():

@@ -2,7 +2,7 @@
 
 import pytest
 
-from conftest import Api, assert_auth_error
+from support import Api, assert_auth_error
 
 
 @pytest.fixture

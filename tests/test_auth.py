@@ -3,9 +3,9 @@
 import pytest
 from sqlalchemy import select
 
-from conftest import assert_auth_error
 from extensions import db
 from models import users_table
+from support import assert_auth_error
 
 VERSIONED = {"X-Supabase-Api-Version": "2024-01-01"}
 
@@ -289,7 +289,7 @@ def test_email_change_to_a_taken_email(api):
 
 
 def test_sign_up_disabled(make_app, anon_key):
-    from conftest import Api
+    from support import Api
 
     api = Api(make_app(DISABLE_SIGNUP=True), anon_key)
     assert_auth_error(

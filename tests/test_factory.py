@@ -15,9 +15,9 @@ from sqlalchemy import create_engine, inspect, text
 import config
 import tokens
 from app import create_app
-from conftest import SECRET, Api, assert_auth_error, assert_rest_error
 from extensions import db
 from models import users_table
+from support import SECRET, Api, assert_auth_error, assert_rest_error
 
 ROOT = config.ROOT
 
@@ -227,7 +227,7 @@ def test_python_wsgi_py_migrates_prints_the_keys_and_serves(database_url, tmp_pa
     """What `make run` ends in: the process a user starts, over HTTP."""
     import requests
 
-    from conftest import free_port
+    from support import free_port
 
     port = free_port()
     env = {**os.environ, "DATABASE_URL": database_url, "JWT_SECRET": SECRET, "PORT": str(port)}

@@ -5,9 +5,9 @@ import bcrypt
 import pytest
 from sqlalchemy import create_engine, inspect, text
 
-from conftest import Api, assert_auth_error
 from extensions import db
 from models import USER_COLUMNS, users_table
+from support import Api, assert_auth_error
 
 LEGACY_DDL = {
     "sqlite": """

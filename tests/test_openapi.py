@@ -4,7 +4,7 @@ import pytest
 from openapi_spec_validator import validate
 from sqlalchemy import create_engine, text
 
-from conftest import Api, assert_rest_error
+from support import Api, assert_rest_error
 
 TOML = """
 [tables.places]

@@ -116,8 +116,8 @@ def test_the_app_keeps_the_policies(make_app, tmp_path):
     path = tmp_path / "tables.toml"
     path.write_text('[tables.places]\nselect = "anon"\n')
     app = make_app(TABLES_CONFIG=str(path))
-    assert list(app.extensions["minibase"]["policies"]) == ["places"]
-    assert make_app().extensions["minibase"]["policies"] == {}
+    assert list(app.extensions["minibase"].policies) == ["places"]
+    assert make_app().extensions["minibase"].policies == {}
 
 
 def test_the_example_file_is_valid(tmp_path):

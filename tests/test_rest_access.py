@@ -1,10 +1,10 @@
 """Who may do what (SPEC §4.1): each role against each rule, and owners kept to their own rows."""
 
 import pytest
+
 import rest_tables
 from rest_tables import RULE_TABLES, ids, inbox, notes
-
-from conftest import assert_rest_error
+from support import assert_rest_error
 
 rest, make_rest = rest_tables.rest, rest_tables.make_rest  # the shared fixtures
 

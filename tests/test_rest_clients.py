@@ -1,13 +1,13 @@
 """/rest/v1 over a real waitress server: the request sequence postgrest-py sends (NOTES.md) as plain
 HTTP, then the official postgrest-py client itself, unchanged (SPEC §6)."""
 
-import json
 
 import pytest
 import requests
-import rest_tables
 from postgrest import SyncPostgrestClient
 from postgrest.exceptions import APIError as PostgrestError
+
+import rest_tables
 
 rest, make_rest = rest_tables.rest, rest_tables.make_rest  # the shared fixtures
 
@@ -102,15 +102,15 @@ def test_official_postgrest_client(live_server, rest):
         deleted = client.from_("items").delete().eq("name", "Fig").execute()
         assert [row["name"] for row in deleted.data] == ["Fig"]
 
-        # The seed's integer `code` does not fit postgrest-py's error model (a string): it raises
-        # with the status text as message and our body, intact, as details.
+        # An official SDK gets PostgREST's error body: the SQLSTATE or PGRST code as a string.
         with pytest.raises(PostgrestError) as duplicate:
             client.from_("items").insert({"id": 1, "name": "again"}).execute()
-        body = json.loads(duplicate.value.details)
-        assert body["code"] == 409 and body["message"] == "duplicate key value violates unique constraint"
+        assert duplicate.value.code == "23505"
+        assert duplicate.value.message == "duplicate key value violates unique constraint"
 
         with pytest.raises(PostgrestError) as unknown:
             client.from_("itemz").select("*").execute()
-        assert json.loads(unknown.value.details)["hint"] == "Perhaps you meant the table 'items'"
+        assert unknown.value.code == "PGRST205"
+        assert unknown.value.hint == "Perhaps you meant the table 'items'"
     finally:
         client.session.close()

@@ -6,12 +6,12 @@ import json
 import random
 
 import pytest
-import rest_tables
 import sqlalchemy as sa
-from rest_tables import ITEMS, assert_clean_error, ids, items
 
+import rest_tables
 import tables
-from conftest import assert_rest_error
+from rest_tables import ITEMS, ids, items
+from support import assert_rest_error
 
 rest, make_rest = rest_tables.rest, rest_tables.make_rest  # the shared fixtures
 
@@ -120,7 +120,7 @@ def test_malformed_queries_are_a_400_naming_the_part(rest, query, part):
 
 
 def test_a_bad_alias_is_a_400_naming_it(rest):
-    body = assert_clean_error(rest.anon.get("/rest/v1/items?select=bad-alias:id"), 400, "select item")
+    body = assert_rest_error(rest.anon.get("/rest/v1/items?select=bad-alias:id"), 400, "select item")
     assert '"bad-alias"' in body["message"]
 
 
@@ -177,7 +177,7 @@ def test_injection_in_names_is_a_400_and_harmless(rest, attempt, place):
             json={"name": "x"},
             headers={"Prefer": "resolution=merge-duplicates"},
         )
-    assert_clean_error(response, 400, attempt)
+    assert_rest_error(response, 400, attempt)
     assert [row["name"] for row in rest.rows(items)] == [row["name"] for row in ITEMS]
 
 

@@ -4,10 +4,10 @@ import csv
 import io
 
 import pytest
+
 import rest_tables
 from rest_tables import ids, items
-
-from conftest import assert_rest_error
+from support import assert_rest_error
 
 rest, make_rest = rest_tables.rest, rest_tables.make_rest  # the shared fixtures
 

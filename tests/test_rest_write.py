@@ -4,10 +4,10 @@ what the database refuses."""
 import threading
 
 import pytest
+
 import rest_tables
 from rest_tables import ITEMS, children, ids, inbox, items, pairs
-
-from conftest import assert_rest_error
+from support import assert_rest_error
 
 rest, make_rest = rest_tables.rest, rest_tables.make_rest  # the shared fixtures
 

@@ -9,9 +9,9 @@ import requests
 from sqlalchemy import func, select
 
 import tokens
-from conftest import SECRET, Api, assert_auth_error
 from extensions import db
 from models import RefreshToken, Session
+from support import SECRET, Api, assert_auth_error
 
 REFRESH = "/auth/v1/token?grant_type=refresh_token"
 

@@ -7,7 +7,7 @@ import jwt
 import pytest
 
 import tokens
-from conftest import SECRET, Api, assert_auth_error, assert_rest_error
+from support import SECRET, Api, assert_auth_error, assert_rest_error
 
 
 def b64(data):

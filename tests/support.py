@@ -1,0 +1,99 @@
+"""What the tests share that is not a fixture: the test secret, a client that sends API keys, the
+error-body assertions, and starting and stopping a real waitress server."""
+
+import socket
+import time
+
+SECRET = "test-secret-" + "x" * 60
+LEAKS = ("select ", "insert into", "update ", "delete from", "sqlalchemy", "pymysql", "sqlite3",
+         "traceback", "integrityerror", "operationalerror")  # fmt: skip
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Api:
+    """A test client that sends the API key, and a bearer token when given one."""
+
+    def __init__(self, app, key):
+        self.app = app
+        self.client = app.test_client()
+        self.key = key
+
+    def request(self, method, path, token=None, headers=None, **kwargs):
+        sent = {"apikey": self.key} if self.key else {}
+        if token:
+            sent["Authorization"] = f"Bearer {token}"
+        sent.update(headers or {})
+        return self.client.open(path, method=method, headers=sent, **kwargs)
+
+    def get(self, path, **kwargs):
+        return self.request("GET", path, **kwargs)
+
+    def post(self, path, **kwargs):
+        return self.request("POST", path, **kwargs)
+
+    def patch(self, path, **kwargs):
+        return self.request("PATCH", path, **kwargs)
+
+    def put(self, path, **kwargs):
+        return self.request("PUT", path, **kwargs)
+
+    def delete(self, path, **kwargs):
+        return self.request("DELETE", path, **kwargs)
+
+    def head(self, path, **kwargs):
+        return self.request("HEAD", path, **kwargs)
+
+    def sign_up(self, email="ann@example.com", password="secret-pw", **data):
+        response = self.post("/auth/v1/signup", json={"email": email, "password": password, "data": data})
+        assert response.status_code == 200, response.json
+        return response.json
+
+    def sign_in(self, email="ann@example.com", password="secret-pw"):
+        return self.post("/auth/v1/token?grant_type=password", json={"email": email, "password": password})
+
+
+def assert_auth_error(response, status, error_code):
+    """The auth API's error body, with nothing else in it."""
+    assert response.status_code == status, response.get_data(as_text=True)
+    body = response.get_json()
+    assert set(body) == {"code", "error_code", "msg", "message"}, body
+    assert body["code"] == status and body["error_code"] == error_code, body
+    assert body["msg"] == body["message"] and body["msg"]
+    return body
+
+
+def assert_rest_error(response, status, sent=""):
+    """The data API's error body, with no SQL and no database text. `sent` is the request's own
+    text, which the body may echo when it names the bad part: SQL words in it do not count."""
+    assert response.status_code == status, response.get_data(as_text=True)
+    body = response.get_json()
+    assert set(body) == {"message", "code", "hint", "details"}, body
+    assert body["code"] == status and isinstance(body["message"], str) and body["message"]
+    text = "|".join(str(value) for value in body.values()).lower()
+    for piece in (sent, *sent.split(",")) if sent else ():
+        text = text.replace(piece.lower(), "")
+    assert not [leak for leak in LEAKS if leak in text], body
+    return body
+
+
+def stop_waitress(server, thread):
+    """Let the worker threads finish their requests, then close every channel from the server's own
+    loop thread (closing them from here races with select() and with workers waking the loop)."""
+    dispatcher = server.task_dispatcher
+    dispatcher.shutdown(timeout=5)
+    deadline = time.monotonic() + 10
+    while dispatcher.active_count and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+    def close_all():
+        for channel in list(server._map.values()):
+            channel.handle_close()
+
+    server.trigger.pull_trigger(close_all)
+    thread.join(timeout=10)
+    assert not thread.is_alive(), "waitress did not stop"
