@@ -1,12 +1,20 @@
-"""`make bench`: throughput and latency of the hot endpoints against a real waitress server.
+"""`make bench`: minibase's hot endpoints against a ceiling and a peer, measured side by side in one run.
 
-The server runs in its own process on a scratch SQLite database (or BENCH_DATABASE_URL), rate
-limits off, at the default bcrypt cost; the clients are threads in this process, on the same
-machine, so the figures are a floor, not a ceiling.
+Every server runs in its own process with waitress and is loaded by wrk (2 threads, 16
+connections) on this machine. An absolute req/s says little on a shared machine, so each figure is
+printed as a ratio to the ceiling measured in the same run: a trivial Flask JSON endpoint served
+the same way. datasette, the best-known Python JSON-over-SQLite server, serves the same SQLite
+file as the peer. Sign-in is bound by bcrypt, so it is compared with bcrypt's own rate instead.
+
+Environment: BENCH_SECONDS (5 per figure), BENCH_ROWS (20000), BENCH_BIG_ROWS (1000000),
+BENCH_SOAK (100000 requests before RSS is read), BENCH_MARIADB (on when mariadbd is installed).
 """
 
+import json
 import os
-import statistics
+import re
+import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -14,39 +22,140 @@ import threading
 import time
 from pathlib import Path
 
+import bcrypt
 import requests
-from sqlalchemy import Column, Float, Integer, MetaData, String, Table, create_engine, insert
+import sqlalchemy as sa
 
 import tokens
 
 ROOT = Path(__file__).resolve().parent
 SECONDS = float(os.environ.get("BENCH_SECONDS", "5"))
-CLIENTS = int(os.environ.get("BENCH_CLIENTS", "4"))
 ROWS = int(os.environ.get("BENCH_ROWS", "20000"))
+BIG_ROWS = int(os.environ.get("BENCH_BIG_ROWS", "1000000"))
+SOAK = int(os.environ.get("BENCH_SOAK", "100000"))
+WRK = ["wrk", "-t2", "-c16", "--latency", "--timeout", "10s"]
 SECRET = "bench-secret-" + "b" * 60
+DATASETTE = ROOT / ".venv-bench" / "bin" / "datasette"
+PASSWORD = "bench-password"
+LOGS = Path(tempfile.gettempdir()) / "minibase-bench-logs"
+
+KEY_READ = "/rest/v1/items?id=eq.4242"
+LIST_READ = "/rest/v1/items?location=like.*lo*&id=gt.100&order=name&limit=50"
+EMBED_READ = "/rest/v1/items?select=id,name,owner:owners(name),tags(label)&id=lte.50&order=id"
+PLAIN_50 = "/rest/v1/items?select=id,name&id=lte.50&order=id"
+INDEXED = "/rest/v1/items?name=gte.item%205&order=name&limit=50"
+
+CEILING_APP = """
+import sys
+from flask import Flask
+from waitress import serve
+app = Flask("ceiling")
+@app.get("/")
+def index():
+    return {"status": "ok"}
+serve(app, host="127.0.0.1", port=int(sys.argv[1]), threads=int(sys.argv[2]), _quiet=True)
+"""
+
+POST_SCRIPT = """
+wrk.method = "POST"
+wrk.body = '%s'
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["apikey"] = "%s"
+"""
 
 
-def seed_items(url):
-    engine = create_engine(url)
-    items = Table(
-        "items",
-        MetaData(),
-        Column("id", Integer, primary_key=True),
-        Column("name", String(64), nullable=False),
-        Column("price", Float),
-        Column("user_id", Integer),
+# --- data
+
+
+def seed(url, rows):
+    """items (indexed name, a location to match), owners and tags to embed; `rows` items."""
+    engine = sa.create_engine(url)
+    metadata = sa.MetaData()
+    owners = sa.Table(
+        "owners",
+        metadata,
+        sa.Column("id", sa.Integer, primary_key=True),
+        sa.Column("name", sa.String(64), nullable=False),
     )
-    items.drop(engine, checkfirst=True)
-    items.create(engine)
+    items = sa.Table(
+        "items",
+        metadata,
+        sa.Column("id", sa.Integer, primary_key=True),
+        sa.Column("name", sa.String(64), index=True),
+        sa.Column("location", sa.String(64)),
+        sa.Column("price", sa.Float),
+        sa.Column("owner_id", sa.Integer, sa.ForeignKey("owners.id")),
+    )
+    tags = sa.Table(
+        "tags",
+        metadata,
+        sa.Column("id", sa.Integer, primary_key=True),
+        sa.Column("item_id", sa.Integer, sa.ForeignKey("items.id"), index=True),
+        sa.Column("label", sa.String(32)),
+    )
+    metadata.drop_all(engine)
+    metadata.create_all(engine)
+    places = ["Oslo", "London", "Lodz", "Paris", "Lome", "Berlin", "Bologna", "Rome"]
     with engine.begin() as connection:
-        rows = [{"name": f"item {n}", "price": n % 997 / 10, "user_id": n % 50} for n in range(ROWS)]
-        for start in range(0, ROWS, 5000):
-            connection.execute(insert(items), rows[start : start + 5000])
+        connection.execute(sa.insert(owners), [{"id": n, "name": f"owner {n}"} for n in range(1, 51)])
+        for start in range(1, rows + 1, 50000):
+            chunk = range(start, min(start + 50000, rows + 1))
+            connection.execute(
+                sa.insert(items),
+                [
+                    {"id": n, "name": f"item {n}", "location": places[n % 8], "price": n % 997 / 10,
+                     "owner_id": n % 50 + 1}
+                    for n in chunk
+                ],
+            )  # fmt: skip
+        connection.execute(
+            sa.insert(tags), [{"item_id": n % 200 + 1, "label": f"tag {n}"} for n in range(1, 601)]
+        )
     engine.dispose()
 
 
-def start_server(workdir, url, port):
-    (workdir / "tables.toml").write_text('[tables.items]\nselect = "anon"\n')
+TABLES_TOML = """
+[tables.items]
+select = "anon"
+[tables.owners]
+select = "anon"
+[tables.tags]
+select = "anon"
+"""
+
+
+# --- servers
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def spawn(command, log, **kwargs):
+    """A server process whose output goes to a file: a pipe nobody reads would block it when full."""
+    with open(log, "ab") as output:
+        return subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, **kwargs)
+
+
+def wait_until_up(process, url, name):
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"{name} exited; see its log in {LOGS}")
+        try:
+            if requests.get(url, timeout=1).status_code < 500:
+                return process
+        except requests.ConnectionError:
+            time.sleep(0.1)
+    process.kill()
+    raise SystemExit(f"{name} did not start")
+
+
+def start_minibase(workdir, url):
+    (workdir / "tables.toml").write_text(TABLES_TOML)
+    port = free_port()
     env = {
         **os.environ,
         "DATABASE_URL": url,
@@ -55,90 +164,313 @@ def start_server(workdir, url, port):
         "PORT": str(port),
         "TABLES_CONFIG": str(workdir / "tables.toml"),
     }
-    server = subprocess.Popen(
-        [sys.executable, "wsgi.py"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-    )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+    process = spawn([sys.executable, "wsgi.py"], LOGS / "minibase.log", cwd=ROOT, env=env)
+    wait_until_up(process, f"http://127.0.0.1:{port}/health", "minibase")
+    return process, f"http://127.0.0.1:{port}"
+
+
+def start_ceiling():
+    port = free_port()
+    threads = os.environ.get("THREADS", "8")
+    process = spawn([sys.executable, "-c", CEILING_APP, str(port), threads], LOGS / "ceiling.log")
+    wait_until_up(process, f"http://127.0.0.1:{port}/", "the ceiling")
+    return process, f"http://127.0.0.1:{port}"
+
+
+def start_datasette(path):
+    if not DATASETTE.exists():
+        return None, None
+    port = free_port()
+    command = [str(DATASETTE), "serve", str(path), "--port", str(port), "--setting", "num_sql_threads", "4"]
+    process = spawn(command, LOGS / "datasette.log")
+    wait_until_up(process, f"http://127.0.0.1:{port}/-/versions.json", "datasette")
+    return process, f"http://127.0.0.1:{port}"
+
+
+def start_mariadb(workdir):
+    """A throwaway MariaDB server, as the test suite starts one; (process, url) or (None, None)."""
+    mariadbd = shutil.which("mariadbd") or shutil.which("mariadbd", path="/usr/sbin")
+    install = shutil.which("mariadb-install-db") or shutil.which("mariadb-install-db", path="/usr/bin")
+    if os.environ.get("BENCH_MARIADB", "on") == "off" or not (mariadbd and install):
+        return None, None
+    import pymysql
+
+    data, port = workdir / "mariadb", free_port()
+    subprocess.run(
+        [install, "--no-defaults", "--user=root", f"--datadir={data}",
+         "--auth-root-authentication-method=normal", "--skip-test-db", "--innodb-log-file-size=8M"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    process = subprocess.Popen(
+        [mariadbd, "--no-defaults", "--user=root", f"--datadir={data}", f"--socket={workdir}/mysql.sock",
+         f"--port={port}", "--bind-address=127.0.0.1", f"--pid-file={workdir}/mysql.pid",
+         f"--log-error={workdir}/mysql.err", "--innodb-log-file-size=8M"],
+    )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while True:
         try:
-            if requests.get(f"http://127.0.0.1:{port}/health", timeout=1).ok:
-                return server
-        except requests.ConnectionError:
-            time.sleep(0.1)
-    server.kill()
-    raise SystemExit(f"server did not start: {server.stderr.read().decode()[-2000:]}")
+            connection = pymysql.connect(host="127.0.0.1", port=port, user="root")
+            break
+        except pymysql.err.OperationalError:
+            if time.monotonic() > deadline:
+                process.kill()
+                return None, None
+            time.sleep(0.05)
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE DATABASE bench CHARACTER SET utf8mb4")
+    connection.close()
+    return process, f"mysql+pymysql://root@127.0.0.1:{port}/bench?charset=utf8mb4"
 
 
-def measure(name, make_request, expect=200):
-    """Run `make_request(session)` from CLIENTS threads for SECONDS; print req/s and latencies."""
-    latencies, failures = [], []
-    stop = time.monotonic() + SECONDS
+def stop(process):
+    if process is not None and process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
 
-    def client():
-        session = requests.Session()
-        while time.monotonic() < stop:
-            began = time.perf_counter()
-            response = make_request(session)
-            latencies.append(time.perf_counter() - began)
-            if response.status_code != expect:
-                failures.append(response.status_code)
 
-    threads = [threading.Thread(target=client) for _ in range(CLIENTS)]
+# --- measuring
+
+
+class Results:
+    """wrk's figures per label, and the total of requests each server answered."""
+
+    def __init__(self):
+        self.rates = {}
+        self.p99 = {}
+        self.served = {}
+
+    def wrk(self, label, url, headers=None, script=None, seconds=SECONDS, server=None):
+        command = [*WRK, f"-d{seconds:g}s"]
+        for name, value in (headers or {}).items():
+            command += ["-H", f"{name}: {value}"]
+        if script is not None:
+            command += ["-s", script]
+        output = subprocess.run([*command, url], capture_output=True, text=True, check=True).stdout
+        rate = float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1))
+        total = int(re.search(r"(\d+) requests in", output).group(1))
+        p99 = _milliseconds(re.search(r"99%\s+([\d.]+\w+)", output).group(1))
+        errors = re.search(r"Non-2xx or 3xx responses: (\d+)", output)
+        self.rates[label], self.p99[label] = rate, p99
+        self.served[server] = self.served.get(server, 0) + total
+        note = f"   non-2xx {errors.group(1)}" if errors else ""
+        print(f"  {label:<46} {rate:8.0f} req/s   p99 {p99:7.1f} ms{note}", flush=True)
+        return rate
+
+
+def _milliseconds(text):
+    number, unit = re.fullmatch(r"([\d.]+)(\w+)", text).groups()
+    return float(number) * {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60000.0}[unit]
+
+
+def bcrypt_bound(rounds=10, seconds=3.0):
+    """Password checks per second bcrypt allows on this machine: one thread per core."""
+    hashed = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(rounds))
+    counts = []
+
+    def check():
+        done, stop_at = 0, time.monotonic() + seconds
+        while time.monotonic() < stop_at:
+            bcrypt.checkpw(PASSWORD.encode(), hashed)
+            done += 1
+        counts.append(done)
+
+    threads = [threading.Thread(target=check) for _ in range(os.cpu_count() or 1)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    ms = sorted(latency * 1000 for latency in latencies)
-    p99 = ms[min(len(ms) - 1, int(len(ms) * 0.99))]
-    print(
-        f"{name:<38} {len(ms) / SECONDS:8.0f} req/s   p50 {statistics.median(ms):6.1f} ms"
-        f"   p99 {p99:6.1f} ms   errors {len(failures)}"
+    return sum(counts) / seconds
+
+
+def rss_mb(process):
+    for line in Path(f"/proc/{process.pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def sign_up(base, key):
+    body = {"email": "bench@example.com", "password": PASSWORD}
+    response = requests.post(f"{base}/auth/v1/signup", json=body, headers={"apikey": key}, timeout=10)
+    if response.status_code != 200:
+        response = requests.post(
+            f"{base}/auth/v1/token?grant_type=password", json=body, headers={"apikey": key}, timeout=10
+        )
+    return response.json()["access_token"]
+
+
+def query_plan(url, path):
+    """The SQL minibase runs for `path`, and the database's plan for it."""
+    from app import create_app
+    from extensions import db
+
+    workdir = Path(tempfile.mkdtemp(prefix="minibase-plan-"))
+    (workdir / "tables.toml").write_text(TABLES_TOML)
+    app = create_app(
+        {"DATABASE_URL": url, "JWT_SECRET": SECRET, "TABLES_CONFIG": str(workdir / "tables.toml")}
     )
+    seen = []
+    with app.app_context():
+        sa.event.listen(db.engine, "before_cursor_execute", lambda *a: seen.append((a[2], a[3])))
+        app.test_client().get(path, headers={"apikey": tokens.api_key("anon", SECRET)})
+        reads = [(s, p) for s, p in seen if s.lstrip().upper().startswith("SELECT") and "items" in s]
+        statement, parameters = next((s, p) for s, p in reads if "count(" not in s.lower())
+        explain = "EXPLAIN QUERY PLAN " if url.startswith("sqlite") else "EXPLAIN "
+        with db.engine.connect() as connection:
+            rows = connection.exec_driver_sql(explain + statement, parameters).all()
+        db.engine.dispose()
+    shutil.rmtree(workdir, ignore_errors=True)
+    return " ".join(statement.split()), [" | ".join(str(v) for v in row) for row in rows]
+
+
+# --- the run
+
+
+def report(title, rows):
+    print(f"\n{title}")
+    print(f"  {'figure':<46} {'value':>10} {'goal':>10}  met")
+    for label, value, goal, met in rows:
+        print(f"  {label:<46} {value:>10} {goal:>10}  {'yes' if met else 'NO'}")
+
+
+KEY = f"GET {KEY_READ}"
+USER = "GET /auth/v1/user"
+LIST = "GET filtered list, 50 rows"
+PLAIN = "GET 50 rows, no embed"
+EMBED = "GET 50 rows, a to-one and a to-many embed"
+PEER_KEY = "datasette: one row by key"
+PEER_LIST = "datasette: filtered list, 50 rows"
+SIGN_IN = "POST /auth/v1/token (password, cost 10)"
+
+
+def bench_reads(results, base, key, bearer, suffix=""):
+    headers = {"apikey": key}
+    results.wrk(KEY + suffix, base + KEY_READ, headers, server="minibase")
+    results.wrk(USER + suffix, base + "/auth/v1/user", {**headers, "Authorization": f"Bearer {bearer}"},
+                server="minibase")  # fmt: skip
+    results.wrk(LIST + suffix, base + LIST_READ, headers, server="minibase")
+
+
+def at_least(label, value, goal):
+    return (label, f"{value:.2f}", f">= {goal}", value >= goal)
 
 
 def main():
+    if shutil.which("wrk") is None:
+        raise SystemExit("make bench needs wrk: apt-get install wrk")
     workdir = Path(tempfile.mkdtemp(prefix="minibase-bench-"))
-    url = os.environ.get("BENCH_DATABASE_URL") or f"sqlite:///{workdir}/bench.db"
-    seed_items(url)
-    port = 18000 + os.getpid() % 1000
-    server = start_server(workdir, url, port)
-    base = f"http://127.0.0.1:{port}"
-    key = tokens.api_key("anon", SECRET)
+    shutil.rmtree(LOGS, ignore_errors=True)
+    LOGS.mkdir()
+    path, key, results, processes = workdir / "bench.db", tokens.api_key("anon", SECRET), Results(), []
     headers = {"apikey": key}
     try:
-        credentials = {"email": "bench@example.com", "password": "bench-password"}
-        session = requests.post(f"{base}/auth/v1/signup", json=credentials, headers=headers).json()
-        bearer = {**headers, "Authorization": f"Bearer {session['access_token']}"}
-        print(f"{CLIENTS} client threads, {SECONDS:.0f} s each, {ROWS} rows in items, {url.split(':')[0]}")
-        measure("GET /health", lambda s: s.get(f"{base}/health"))
-        measure(
-            "POST /auth/v1/token (password)",
-            lambda s: s.post(f"{base}/auth/v1/token?grant_type=password", json=credentials, headers=headers),
-        )
-        for label, body in (
-            ("POST /auth/v1/token wrong password", {**credentials, "password": "wrong-password"}),
-            ("POST /auth/v1/token unknown email", {**credentials, "email": "nobody@example.com"}),
-        ):
-            measure(
-                label,
-                lambda s, body=body: s.post(
-                    f"{base}/auth/v1/token?grant_type=password", json=body, headers=headers
-                ),
-                expect=400,
-            )
-        measure("GET /auth/v1/user", lambda s: s.get(f"{base}/auth/v1/user", headers=bearer))
-        measure(
-            "GET /rest/v1/items?id=eq.N", lambda s: s.get(f"{base}/rest/v1/items?id=eq.4242", headers=headers)
-        )
-        measure(
-            "GET /rest/v1/items filtered, 50",
-            lambda s: s.get(
-                f"{base}/rest/v1/items?price=gt.50&name=like.*9*&order=price.desc&limit=50", headers=headers
-            ),
-        )
+        print(f"seeding {ROWS} rows ...", flush=True)
+        seed(f"sqlite:///{path}", ROWS)
+        ceiling, ceiling_url = start_ceiling()
+        minibase, base = start_minibase(workdir, f"sqlite:///{path}")
+        peer, peer_url = start_datasette(path)
+        processes += [ceiling, minibase, peer]
+        bearer = sign_up(base, key)
+        print(f"\nSQLite, {ROWS} rows; wrk -t2 -c16, {SECONDS:g} s a figure")
+        top = results.wrk("ceiling: trivial Flask JSON endpoint", ceiling_url + "/", server="ceiling")
+        results.wrk("GET /health", base + "/health", server="minibase")
+        bench_reads(results, base, key, bearer)
+        results.wrk(PLAIN, base + PLAIN_50, headers, server="minibase")
+        if requests.get(base + EMBED_READ, headers=headers, timeout=10).status_code == 200:
+            results.wrk(EMBED, base + EMBED_READ, headers, server="minibase")
+        if peer is not None:
+            results.wrk(PEER_KEY, peer_url + "/bench/items/4242.json?_shape=array", server="datasette")
+            results.wrk(PEER_LIST, peer_url + "/bench/items.json?_shape=array&location__contains=lo"
+                        "&id__gt=100&_sort=name&_size=50", server="datasette")  # fmt: skip
+        script = workdir / "signin.lua"
+        body = json.dumps({"email": "bench@example.com", "password": PASSWORD})
+        script.write_text(POST_SCRIPT % (body, key))
+        url = base + "/auth/v1/token?grant_type=password"
+        signin = results.wrk(SIGN_IN, url, script=str(script), server="minibase")
+        bound = bcrypt_bound()
+        print(f"  {'bcrypt bound (checkpw at cost 10, a thread a core)':<46} {bound:8.1f} /s")
+        while results.served.get("minibase", 0) < SOAK:
+            results.wrk("soak: " + KEY, base + KEY_READ, headers, seconds=10, server="minibase")
+        rss = rss_mb(minibase)
+
+        rate = results.rates
+        p99 = max(results.p99[label] for label in (KEY, USER, LIST))
+        rows = [
+            at_least(f"{KEY} / ceiling", rate[KEY] / top, 0.70),
+            at_least(f"{USER} / ceiling", rate[USER] / top, 0.70),
+            at_least(f"{LIST} / ceiling", rate[LIST] / top, 0.50),
+            at_least("sign-in / bcrypt bound", signin / bound, 0.90),
+            ("p99 of the three reads, ms", f"{p99:.1f}", "< 50", p99 < 50),
+            (f"RSS after {results.served['minibase']} requests, MB", f"{rss:.0f}", "< 150", rss < 150),
+        ]
+        if EMBED in rate:
+            cost = rate[PLAIN] / rate[EMBED]
+            rows.append(("embedded read's cost / plain read's", f"{cost:.2f}", "<= 2", cost <= 2))
+        if peer is not None:
+            rows.append(at_least("row by key: minibase / datasette", rate[KEY] / rate[PEER_KEY], 1.0))
+            rows.append(at_least("filtered list: minibase / datasette", rate[LIST] / rate[PEER_LIST], 1.0))
+        else:
+            print("\n(datasette is not installed: `make bench` installs it into .venv-bench)")
+        report("SQLite: ratios (same run)", rows)
+        stop(minibase)
+        stop(peer)
+        report("SQLite: one indexed filter, 1,000 rows vs a million", bench_scale(workdir, results, key))
+        bench_mariadb(workdir, results, key, top)
     finally:
-        server.terminate()
-        server.wait(timeout=10)
+        for process in processes:
+            stop(process)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def bench_scale(workdir, results, key):
+    rates = {}
+    for rows in (1000, BIG_ROWS):
+        path = workdir / f"scale{rows}.db"
+        print(f"\nseeding {rows} rows ...", flush=True)
+        seed(f"sqlite:///{path}", rows)
+        server, base = start_minibase(workdir, f"sqlite:///{path}")
+        try:
+            rates[rows] = results.wrk(f"GET {INDEXED} ({rows} rows)", base + INDEXED, {"apikey": key},
+                                      server="scale")  # fmt: skip
+        finally:
+            stop(server)
+        if rows == BIG_ROWS:
+            statement, plan = query_plan(f"sqlite:///{path}", INDEXED)
+            print(f"  SQL:  {statement}")
+            for line in plan:
+                print(f"  plan: {line}")
+    cost = rates[1000] / rates[BIG_ROWS]
+    return [(f"cost at {BIG_ROWS} rows / cost at 1000", f"{cost:.2f}x", "<= 1.5x", cost <= 1.5)]
+
+
+def bench_mariadb(workdir, results, key, top):
+    server, url = start_mariadb(workdir)
+    if server is None:
+        print("\n(MariaDB: mariadbd is not installed, or BENCH_MARIADB=off)")
+        return
+    minibase = None
+    try:
+        print(f"\nMariaDB, {ROWS} rows", flush=True)
+        seed(url, ROWS)
+        minibase, base = start_minibase(workdir, url)
+        bench_reads(results, base, key, sign_up(base, key), " (MariaDB)")
+        statement, plan = query_plan(url, LIST_READ)
+        print(f"  SQL:  {statement}")
+        for line in plan:
+            print(f"  plan: {line}")
+        rate = results.rates
+        rows = [
+            at_least(f"{KEY} / ceiling", rate[KEY + " (MariaDB)"] / top, 0.70),
+            at_least(f"{USER} / ceiling", rate[USER + " (MariaDB)"] / top, 0.70),
+            at_least(f"{LIST} / ceiling", rate[LIST + " (MariaDB)"] / top, 0.50),
+        ]
+        report("MariaDB: ratios to the same ceiling", rows)
+    finally:
+        stop(minibase)
+        stop(server)
 
 
 if __name__ == "__main__":
