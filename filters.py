@@ -3,7 +3,8 @@
 Two filter dialects, mixable in one query string: the seed's dotted ``col.op=value`` and
 PostgREST's ``col=op.value`` with ``not.``, ``or=(...)`` and ``and=(...)`` trees.
 ``parse_filters`` is pure syntax; names and values meet the table in ``where_clause``,
-``parse_select`` and ``parse_order``. Every value reaches SQL as a bound parameter.
+``parse_select`` and ``parse_order``. Every value reaches SQL as a bound parameter, converted to
+its column's type by values.py.
 
 Pure: no Flask, no I/O, no database connection.
 """
@@ -11,18 +12,17 @@ Pure: no Flask, no I/O, no database connection.
 from __future__ import annotations
 
 import difflib
-import math
 import operator
 import re
-import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, time
-from decimal import Decimal
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 from sqlalchemy.sql.elements import ColumnElement
+
+from values import BadValue, convert_value, is_booleanish, python_type
+from values import quoted as _q
 
 RESERVED = frozenset({"select", "order", "limit", "offset", "on_conflict", "columns", "or", "and", "apikey"})
 MAX_DEPTH = 16
@@ -42,11 +42,13 @@ _DIALECTS = {"sqlite": "sqlite", "mysql": "mysql", "mariadb": "mysql"}
 
 
 class FilterError(ValueError):
-    """A malformed or unknown part of the query; str(e) is the client-facing message."""
+    """A malformed or unknown part of the query; str(e) is the client-facing message. `kind` says
+    which: "syntax", "column" (a name the table lacks) or "value" (a value its column cannot take)."""
 
-    def __init__(self, message: str, hint: str | None = None):
+    def __init__(self, message: str, hint: str | None = None, kind: str = "syntax"):
         super().__init__(message)
         self.hint = hint
+        self.kind = kind
 
 
 @dataclass(frozen=True)
@@ -75,11 +77,6 @@ class OrderItem:
     column: str
     descending: bool = False
     nulls: str | None = None  # None | "first" | "last"
-
-
-def _q(text: str) -> str:
-    """Quote client text for a message, cut short so an error never echoes a huge value."""
-    return f'"{text}"' if len(text) <= 60 else f'"{text[:57]}..."'
 
 
 # ---------------------------------------------------------------------------
@@ -405,11 +402,12 @@ def _build_logic(node: Logic, table: sa.Table, dialect: str, depth: int) -> Colu
 def _resolve_column(table: sa.Table, name: str, where: str) -> sa.Column:
     column = table.c.get(name)
     if column is None:
-        raise FilterError(f"unknown column {_q(name)} in {where}", hint=_suggest(name, table))
+        raise FilterError(f"unknown column {_q(name)} in {where}", hint=suggest(name, table), kind="column")
     return column
 
 
-def _suggest(name: str, table: sa.Table) -> str | None:
+def suggest(name: str, table: sa.Table) -> str | None:
+    """A hint naming the table's column nearest to an unknown `name`, or None."""
     if len(name) > 100:
         return None
     matches = difflib.get_close_matches(name, list(table.c.keys()), n=1)
@@ -425,10 +423,17 @@ def _single(value: object, column: sa.Column) -> str:
 def _comparison(compare: Callable) -> Callable:
     def build(column: sa.Column, value: object, dialect: str) -> ColumnElement:
         # An explicit bind: SQLAlchemy refuses `column > False` with a bare Python boolean.
-        converted = convert_value(column, _single(value, column))
+        converted = _converted(column, _single(value, column))
         return compare(column, sa.bindparam(None, converted, type_=column.type))
 
     return build
+
+
+def _converted(column: sa.Column, raw: str) -> object:
+    try:
+        return convert_value(column, raw)
+    except BadValue as exc:
+        raise FilterError(str(exc), exc.hint, kind="value") from None
 
 
 def _build_in(column: sa.Column, values: object, dialect: str) -> ColumnElement:
@@ -436,7 +441,7 @@ def _build_in(column: sa.Column, values: object, dialect: str) -> ColumnElement:
         raise FilterError(f'"in" needs a list of values for column {_q(column.key)}')
     if not values:
         return sa.false()
-    return column.in_([convert_value(column, value) for value in values])
+    return column.in_([_converted(column, value) for value in values])
 
 
 def _build_is(column: sa.Column, value: object, dialect: str) -> ColumnElement:
@@ -445,7 +450,7 @@ def _build_is(column: sa.Column, value: object, dialect: str) -> ColumnElement:
         return column.is_(None)
     if word not in _IS_VALUES:
         raise FilterError(f'invalid value {_q(word)} for "is"', hint="use null, true or false")
-    if not _is_booleanish(column.type):
+    if not is_booleanish(column.type):
         raise FilterError(f'"is.{word}" needs a boolean column; {_q(column.key)} is not one')
     return column.is_(sa.true() if word == "true" else sa.false())
 
@@ -473,7 +478,7 @@ def _as_text(column: sa.Column, dialect: str) -> ColumnElement:
     if dialect == "mysql":
         # Also makes binary and non-string columns comparable as utf8mb4 text.
         return sa.cast(column, mysql.CHAR(charset="utf8mb4"))
-    return column if _python_type(column.type) is str else sa.cast(column, sa.String())
+    return column if python_type(column.type) is str else sa.cast(column, sa.String())
 
 
 _OPERATOR_BUILDERS: dict[str, Callable[[sa.Column, object, str], ColumnElement]] = {
@@ -546,133 +551,6 @@ def _glob_pattern(pattern: str) -> str:
         else:
             out.append(f"[{part}]" if part in "*?[]" else part)
     return "".join(out)
-
-
-# ---------------------------------------------------------------------------
-# Values
-
-_INTEGER = re.compile(r"[+-]?[0-9]{1,19}")
-_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]{1,4})?")
-_BOOLEANS = {"true": True, "t": True, "1": True, "false": False, "f": False, "0": False}
-
-
-def convert_value(column: sa.Column, raw: str) -> object:
-    """Convert a query-string value to the column's Python type."""
-    if not isinstance(raw, str):
-        raise FilterError(f"expected a single value for column {_q(column.key)}")
-    column_type = column.type
-    if isinstance(column_type, sa.Enum) and column_type.enums:
-        if raw not in column_type.enums:
-            raise FilterError(
-                f"{_q(raw)} is not a valid value for column {_q(column.key)}",
-                hint="one of: " + ", ".join(column_type.enums),
-            )
-        return raw
-    python_type = _python_type(column_type)
-    if python_type is None and not isinstance(column_type, sa.JSON):
-        return raw  # a type SQLAlchemy cannot describe: let the database compare the text
-    try:
-        label, convert = _CONVERTERS[python_type]
-    except KeyError:
-        raise FilterError(
-            f"cannot filter column {_q(column.key)} of type {type(column_type).__name__} by value"
-        ) from None
-    try:
-        return convert(raw, column_type)
-    except (ValueError, OverflowError, ArithmeticError):
-        raise FilterError(f"{_q(raw)} is not a valid {label} for column {_q(column.key)}") from None
-
-
-def _python_type(column_type: sa.types.TypeEngine) -> type | None:
-    """The column's Python type; None when SQLAlchemy does not know it."""
-    try:
-        python_type = column_type.python_type
-    except NotImplementedError:
-        return None
-    return None if python_type is object else python_type
-
-
-def _is_booleanish(column_type: sa.types.TypeEngine) -> bool:
-    """May take is.true / is.false; a type SQLAlchemy cannot name gets the benefit of the doubt."""
-    return _python_type(column_type) in (bool, None) or _is_tinyint_boolean(column_type)
-
-
-def _is_tinyint_boolean(column_type: sa.types.TypeEngine) -> bool:
-    # MySQL has no BOOLEAN: reflection gives TINYINT(1), and clients send true/false for it.
-    return isinstance(column_type, mysql.TINYINT) and column_type.display_width == 1
-
-
-def _to_int(raw: str, column_type: sa.types.TypeEngine) -> int:
-    text = raw.strip()
-    if _is_tinyint_boolean(column_type) and text.lower() in _BOOLEANS:
-        return int(_BOOLEANS[text.lower()])
-    if not _INTEGER.fullmatch(text):
-        raise ValueError(raw)
-    value = int(text)
-    if not -(2**63) <= value < 2**63:
-        raise ValueError(raw)
-    return value
-
-
-def _to_float(raw: str, column_type: sa.types.TypeEngine) -> float:
-    text = raw.strip()
-    if not _NUMBER.fullmatch(text) or not math.isfinite(float(text)):
-        raise ValueError(raw)
-    return float(text)
-
-
-def _to_decimal(raw: str, column_type: sa.types.TypeEngine) -> Decimal:
-    _to_float(raw, column_type)  # same syntax and range: drivers may pass it through a double
-    return Decimal(raw.strip())
-
-
-def _to_bool(raw: str, column_type: sa.types.TypeEngine) -> bool:
-    try:
-        return _BOOLEANS[raw.strip().lower()]
-    except KeyError:
-        raise ValueError(raw) from None
-
-
-def _iso(raw: str) -> str:
-    text = raw.strip()
-    return text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text
-
-
-def _to_date(raw: str, column_type: sa.types.TypeEngine) -> date:
-    return date.fromisoformat(raw.strip())
-
-
-def _to_datetime(raw: str, column_type: sa.types.TypeEngine) -> datetime:
-    value = datetime.fromisoformat(_iso(raw))
-    if value.tzinfo is not None and not getattr(column_type, "timezone", False):
-        # Naive columns hold UTC here, so compare in UTC rather than drop the offset.
-        value = value.astimezone(UTC).replace(tzinfo=None)
-    return value
-
-
-def _to_time(raw: str, column_type: sa.types.TypeEngine) -> time:
-    value = time.fromisoformat(_iso(raw))
-    if value.tzinfo is not None and not getattr(column_type, "timezone", False):
-        value = datetime.combine(date(2000, 1, 2), value).astimezone(UTC).time()
-    return value
-
-
-def _to_uuid(raw: str, column_type: sa.types.TypeEngine) -> uuid.UUID:
-    return uuid.UUID(raw.strip())
-
-
-_CONVERTERS: dict[type, tuple[str, Callable[[str, sa.types.TypeEngine], object]]] = {
-    str: ("string", lambda raw, column_type: raw),
-    int: ("integer", _to_int),
-    float: ("number", _to_float),
-    Decimal: ("number", _to_decimal),
-    bool: ("boolean (true or false)", _to_bool),
-    date: ("date (YYYY-MM-DD)", _to_date),
-    datetime: ("date-time (ISO 8601)", _to_datetime),
-    time: ("time (HH:MM[:SS])", _to_time),
-    uuid.UUID: ("UUID", _to_uuid),
-    bytes: ("string", lambda raw, column_type: raw.encode("utf-8")),
-}
 
 
 # ---------------------------------------------------------------------------

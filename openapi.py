@@ -1,5 +1,5 @@
 """GET /rest/v1/: an OpenAPI 3 description of the exposed tables, as the caller may use them, and
-of the auth endpoints (SPEC §7)."""
+of the auth endpoints."""
 
 from datetime import date, datetime, time
 from decimal import Decimal
@@ -7,6 +7,7 @@ from decimal import Decimal
 import policies
 import tables
 from errors import APIError
+from values import is_tinyint_boolean, python_type
 
 METHODS = {"select": "get", "insert": "post", "update": "patch", "delete": "delete"}
 SCALARS = {
@@ -97,7 +98,7 @@ def table_schema(table):
     keys = {column.key for column in tables.primary_key(table)}
     properties, required = {}, []
     for column in table.c:
-        kind = bool if tables.is_mysql_boolean(column) else tables.python_type(column)
+        kind = bool if is_tinyint_boolean(column.type) else python_type(column.type)
         prop = dict(SCALARS.get(kind, {}))
         optional = column.nullable and column.key not in keys  # SQLite reports its keys nullable
         if optional:

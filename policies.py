@@ -1,4 +1,6 @@
-"""tables.toml: which tables /rest/v1 exposes, and who may do what (SPEC §4.1)."""
+"""tables.toml: which tables /rest/v1 exposes, and who may do what on each. The one place a rule
+is decided: the table API asks `authorize` for a Grant, and a Grant's condition keeps an owner to
+their rows. (tables.py, despite its name, does not read tables.toml: it reflects the database.)"""
 
 import difflib
 import tomllib
@@ -6,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from config import ConfigError
-from errors import APIError
+from errors import APIError, Rest
 from extensions import state
 from models import SERVICE_TABLES
 
@@ -40,6 +42,12 @@ class Grant:
     def owns(self, value):
         """Whether an owner_column value names the granted owner (always true without an owner rule)."""
         return self.owner_id is None or str(value) == str(self.owner_id)
+
+    def check_owner(self, values):
+        """A 403 when the column values of a write set the owner to another user than the granted one."""
+        column = self.policy.owner_column
+        if column in values and not self.owns(values[column]):
+            raise denied("permission denied to set the owner of a row to another user")
 
 
 def init_app(app):
@@ -117,7 +125,7 @@ def lookup(name):
         nearest = difflib.get_close_matches(name, list(policies()), n=1) if len(name) <= 100 else []
         raise APIError(
             404,
-            "table_not_found",
+            Rest.TABLE_NOT_FOUND,
             f"Could not find the table '{name[:100]}'",
             hint=f"Perhaps you meant the table '{nearest[0]}'" if nearest else None,
         )
@@ -135,4 +143,9 @@ def authorize(policy, operation, who):
         return Grant(policy, owner_id=who.user_id)
     status = 401 if who.role == "anon" else 403
     hint = "Only the service key may do this." if rule == "service_role" else "Sign in first."
-    raise APIError(status, "permission_denied", f"permission denied for table '{policy.table}'", hint=hint)
+    raise denied(f"permission denied for table '{policy.table}'", status, hint)
+
+
+def denied(message, status=403, hint=None):
+    """The error for what a rule refuses: 401 to an anonymous caller, 403 to a signed-in one."""
+    return APIError(status, Rest.INSUFFICIENT_PRIVILEGE, message, hint=hint)

@@ -1,33 +1,30 @@
-"""The exposed tables: reflected once per app, refreshed when a request names what the cache lacks,
-and the reads and writes /rest/v1 does on them (SPEC §4). No RETURNING: rows are read back by key."""
+"""The database's tables as SQLAlchemy sees them, and the SQL statements the table API runs on them.
 
-import difflib
+Reflection: each table is reflected once per app and again when a request names what the cache
+lacks. Statements: reads, inserts, upserts, updates and deletes, without RETURNING (written rows
+are read back by key). This module does not decide who may do what, nor which tables are exposed:
+that is tables.toml, which policies.py reads."""
+
 import logging
 import math
 import re
 import time
-import uuid
-from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta
-from datetime import time as time_of_day
-from decimal import Decimal
+from dataclasses import dataclass
 
 import sqlalchemy as sa
-from flask import current_app
-from sqlalchemy.dialects import mysql
-from sqlalchemy.exc import DBAPIError, NoSuchTableError
+from sqlalchemy.exc import NoSuchTableError
 
 import filters
-from errors import APIError
+import policies
+from errors import APIError, Rest
 from extensions import db, state
+from values import json_row, json_value
 
 log = logging.getLogger("minibase")
 
 REFRESH_INTERVAL = 5.0  # seconds between two reflections of one table
 MAX_AGE = 60.0  # seconds after which a table is reflected again anyway, so select=* sees new columns
 KEY_CHUNK = 500  # primary keys per IN (...) list; SQLite allows 32766 bound parameters
-MAX_INTEGER = 2**63
-ATTEMPTS = 3  # of a request's transaction: a stale cache or a deadlock is worth another try
 DEADLOCK_CODES = (1213,)  # MySQL chose this transaction as a deadlock victim and rolled it back
 
 
@@ -59,7 +56,7 @@ def reflected(name, columns=(), force=False):
             found = _reflect(name)
             cache.tables[name] = found
     if found is None:
-        raise APIError(404, "table_not_found", f"Could not find the table '{name}'")
+        raise APIError(404, Rest.TABLE_NOT_FOUND, f"Could not find the table '{name}'")
     return found
 
 
@@ -84,9 +81,14 @@ def unique_sets(table):
     return [s for s in sets if s]
 
 
-def suggest(name, table):
-    matches = difflib.get_close_matches(name, list(table.c.keys()), n=1) if len(name) <= 100 else []
-    return f'did you mean "{matches[0]}"?' if matches else None
+def generated(table, column):
+    """Whether the database fills a primary key column left out of an insert."""
+    return (
+        column is table.autoincrement_column
+        or column.default is not None
+        or column.server_default is not None
+        or column.nullable
+    )
 
 
 def require_columns(table, names, where):
@@ -95,44 +97,25 @@ def require_columns(table, names, where):
         if name not in table.c:
             raise APIError(
                 400,
-                "column_not_found",
+                Rest.UNDEFINED_COLUMN,
                 f'unknown column "{name[:60]}" in {where}',
-                hint=suggest(name, table),
+                hint=filters.suggest(name, table),
             )
 
 
-# --- running a request's work
+def check_conflict_target(table, columns):
+    """A 400 unless `columns` are the primary key or the columns of one unique constraint or index."""
+    require_columns(table, columns, "on_conflict")
+    if frozenset(columns) not in unique_sets(table):
+        raise APIError(
+            400,
+            Rest.NO_CONFLICT_TARGET,
+            "there is no unique or primary key constraint matching the on_conflict columns",
+            hint="on_conflict must name the primary key or the columns of one unique constraint",
+        )
 
 
-def run(name, columns, work, write=False):
-    """`work(table)` on the reflected table, committed when `write`. A schema that changed under
-    the cache (a column or table dropped) is reflected again and the work tried once more, as is a
-    transaction MySQL chose as a deadlock victim; database errors a client caused become 4xx
-    without the database's text."""
-    force = False
-    for attempt in range(1, ATTEMPTS + 1):
-        table = reflected(name, columns, force=force)
-        try:
-            result = work(table)
-            if write:
-                db.session.commit()
-            return result
-        except filters.FilterError as exc:
-            db.session.rollback()
-            raise APIError(400, "bad_request", str(exc), hint=exc.hint) from None
-        except DBAPIError as exc:
-            db.session.rollback()
-            force = schema_changed(exc) and not force
-            if attempt < ATTEMPTS and (force or _mysql_code(exc) in DEADLOCK_CODES):
-                log.info("table %s: %s, trying again", name, type(exc.orig).__name__)
-                continue
-            error = database_error(exc, table)
-            if error is None:
-                raise
-            raise error from None
-        except BaseException:
-            db.session.rollback()
-            raise
+# --- what the database said when it refused a statement
 
 
 def _mysql_code(exc):
@@ -140,7 +123,12 @@ def _mysql_code(exc):
     return args[0] if args and isinstance(args[0], int) else None
 
 
+def deadlock(exc):
+    return _mysql_code(exc) in DEADLOCK_CODES
+
+
 def schema_changed(exc):
+    """Whether a statement failed because a table or column it names is gone."""
     if dialect() == "sqlite":
         text = str(exc.orig)
         return text.startswith(("no such column", "no such table")) or "has no column named" in text
@@ -149,41 +137,50 @@ def schema_changed(exc):
 
 MYSQL_COLUMN = re.compile(r"(?:[Cc]olumn|[Ff]ield) [`']?(?:[^`'.]+[`']?\.[`']?)*([^`'.]+)[`']?")
 SQLITE_COLUMN = re.compile(r"constraint failed: [^.,\s]+\.([^,\s]+)")
+SQLITE_KINDS = {
+    "UNIQUE constraint failed": "unique",
+    "PRIMARY KEY must be unique": "unique",
+    "FOREIGN KEY constraint failed": "foreign_key",
+    "NOT NULL constraint failed": "not_null",
+    "CHECK constraint failed": "check",
+    "datatype mismatch": "invalid",
+}
+MYSQL_KINDS = {
+    1062: "unique",
+    1451: "referenced",
+    1217: "referenced",
+    1452: "foreign_key",
+    1216: "foreign_key",
+    1048: "not_null",
+    1364: "not_null",
+    3819: "check",
+    4025: "check",
+    1406: "too_long",
+    1264: "out_of_range",
+    1366: "invalid",
+    1292: "invalid",
+    1265: "invalid",
+}
 
 
-def database_error(exc, table):
-    """The 4xx for a constraint or value the database refused, or None when it is not the client's."""
+@dataclass(frozen=True)
+class Refusal:
+    """A constraint or value the database refused: `kind` is unique, foreign_key, referenced,
+    constraint, not_null, check, too_long, out_of_range or invalid; `column` when it is known."""
+
+    kind: str
+    column: str | None = None
+
+
+def refusal(exc, table):
+    """What the client did wrong, read from a database error; None when it is not the client's."""
     if dialect() == "sqlite":
         text = str(exc.orig)
         found = SQLITE_COLUMN.search(text)
-        kind = {
-            "UNIQUE constraint failed": "unique",
-            "PRIMARY KEY must be unique": "unique",
-            "FOREIGN KEY constraint failed": "foreign_key",
-            "NOT NULL constraint failed": "not_null",
-            "CHECK constraint failed": "check",
-            "datatype mismatch": "invalid",
-        }
-        kind = next((v for k, v in kind.items() if text.startswith(k)), None)
+        kind = next((v for k, v in SQLITE_KINDS.items() if text.startswith(k)), None)
     else:
-        text = str(getattr(exc.orig, "args", ("", ""))[-1])
-        found = MYSQL_COLUMN.search(text)
-        kind = {
-            1062: "unique",
-            1451: "referenced",
-            1217: "referenced",
-            1452: "foreign_key",
-            1216: "foreign_key",
-            1048: "not_null",
-            1364: "not_null",
-            3819: "check",
-            4025: "check",
-            1406: "too_long",
-            1264: "out_of_range",
-            1366: "invalid",
-            1292: "invalid",
-            1265: "invalid",
-        }.get(_mysql_code(exc))
+        found = MYSQL_COLUMN.search(str(getattr(exc.orig, "args", ("", ""))[-1]))
+        kind = MYSQL_KINDS.get(_mysql_code(exc))
     if kind is None:
         if isinstance(exc, sa.exc.IntegrityError):
             kind = "constraint"
@@ -191,197 +188,23 @@ def database_error(exc, table):
             kind = "invalid"
         else:
             return None
-    column = found.group(1) if found and found.group(1) in table.c else None
-    return _constraint_error(kind, table.name, column)
-
-
-def _constraint_error(kind, table, column):
-    named = f' in column "{column}"' if column else ""
-    messages = {
-        "unique": (409, "duplicate key value violates unique constraint"),
-        "foreign_key": (409, f'foreign key violation: a value in table "{table}" refers to a missing row'),
-        "referenced": (409, f'foreign key violation: other rows still refer to this row of table "{table}"'),
-        "constraint": (409, f'the row violates a constraint of table "{table}"'),
-        "not_null": (400, f"null value{named} violates not-null constraint"),
-        "check": (400, f'new row for table "{table}" violates check constraint'),
-        "too_long": (400, f"value too long{named}"),
-        "out_of_range": (400, f"value out of range{named}"),
-        "invalid": (400, f"invalid value{named}"),
-    }
-    status, message = messages[kind]
-    return APIError(status, kind if status == 400 else "conflict", message)
-
-
-# --- values in and out
-
-
-def python_type(column):
-    try:
-        return column.type.python_type
-    except NotImplementedError:
-        return None
-
-
-def is_mysql_boolean(column):
-    # MySQL has no BOOLEAN: BOOL is TINYINT(1), which connectors read as a boolean.
-    return isinstance(column.type, mysql.TINYINT) and column.type.display_width == 1
-
-
-def body_value(column, value):
-    """A JSON body value converted to the column's type; a 400 naming the column when it does not fit."""
-    converted = _converted(column, value)
-    length = getattr(column.type, "length", None)
-    if (
-        isinstance(converted, str)
-        and isinstance(column.type, sa.String)
-        and length
-        and len(converted) > length
-    ):
-        raise filters.FilterError(f'value too long for column "{column.key}" (at most {length} characters)')
-    if is_mysql_boolean(column) and converted not in (None, 0, 1):
-        raise filters.FilterError(f'column "{column.key}" takes true or false')
-    return converted
-
-
-def _converted(column, value):
-    if value is None or isinstance(column.type, sa.JSON):
-        return value
-    kind = python_type(column)
-    if isinstance(value, str):
-        return filters.convert_value(column, value)
-    if isinstance(value, dict | list):
-        raise _invalid(column, value)
-    if isinstance(value, bool):
-        if kind is bool or kind is None:
-            return value
-        if is_mysql_boolean(column):
-            return int(value)
-        raise _invalid(column, value)
-    if isinstance(value, float) and not math.isfinite(value):
-        raise _invalid(column, value)
-    if kind is None:
-        return value
-    if kind is int:
-        if isinstance(value, float) and not value.is_integer():
-            raise _invalid(column, value)
-        if not -MAX_INTEGER <= int(value) < MAX_INTEGER:
-            raise _invalid(column, value)
-        return int(value)
-    if kind is float:
-        return float(value)
-    if kind is Decimal:
-        return Decimal(str(value))
-    if kind is bool and value in (0, 1):
-        return bool(value)
-    if kind is str:
-        return filters.convert_value(column, str(value))
-    raise _invalid(column, value)
-
-
-def _invalid(column, value):
-    kind = {dict: "an object", list: "an array", bool: "a boolean", str: "a string"}.get(
-        type(value), "a number"
-    )
-    label = type(column.type).__name__.lower()
-    return filters.FilterError(f'column "{column.key}" ({label}) cannot take {kind}')
-
-
-def row_values(table, row, where="body"):
-    """A body object's values, converted; a 400 naming an unknown column."""
-    require_columns(table, row, where)
-    return {key: body_value(table.c[key], value) for key, value in row.items()}
-
-
-def json_value(column, value):
-    """A database value as JSON: ISO dates, numbers as numbers, MySQL's TINYINT(1) as a boolean."""
-    if value is None or isinstance(value, str | bool | dict | list):
-        return value
-    if isinstance(value, int):
-        return bool(value) if is_mysql_boolean(column) else value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else str(value)
-    if isinstance(value, datetime | date | time_of_day):
-        return value.isoformat()
-    if isinstance(value, Decimal):
-        number = float(value)
-        if not math.isfinite(number):
-            return str(value)
-        return int(value) if value.as_tuple().exponent >= 0 and abs(value) < MAX_INTEGER else number
-    if isinstance(value, timedelta):
-        return value.total_seconds()
-    if isinstance(value, bytes | bytearray | memoryview):
-        return "\\x" + bytes(value).hex()
-    if isinstance(value, uuid.UUID):
-        return str(value)
-    if isinstance(value, set | frozenset):
-        return sorted(value)
-    return str(value)
-
-
-def text_value(value):
-    """A JSON-ready value as one CSV field; NULL is an empty field."""
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, dict | list):
-        return current_app.json.dumps(value)
-    return str(value)
+    return Refusal(kind, found.group(1) if found and found.group(1) in table.c else None)
 
 
 # --- reading
 
 
-@dataclass(frozen=True)
-class Query:
-    """What a request asks of a table before the table is known: filter nodes and raw select/order."""
-
-    filters: list
-    select: str | None = None
-    order: str | None = None
-
-    def columns(self):
-        """The names the request uses: if the cache lacks one, the table is reflected again."""
-        names = set()
-        pending = list(self.filters)
-        while pending:
-            node = pending.pop()
-            if isinstance(node, filters.Logic):
-                pending.extend(node.children)
-            else:
-                names.add(node.column)
-        for part in (self.select or "").split(","):
-            name = part.rpartition(":")[2].strip()
-            if name and name != "*":
-                names.add(name)
-        for part in (self.order or "").split(","):
-            names.add(part.split(".")[0].strip())
-        names.discard("")
-        return names
-
-
-@dataclass(frozen=True)
-class Page:
-    """Rows to answer with, their aliases (a CSV header when there are no rows), the total when
-    counted, and the primary keys of the rows written."""
-
-    rows: list
-    names: list
-    total: int | None = None
-    keys: list = field(default_factory=list)
-
-
-def condition(query, table, *grants):
-    """The WHERE clause: the request's filters AND the grants' owner conditions."""
-    parts = [filters.where_clause(query.filters, table, dialect())]
+def condition(nodes, table, *grants):
+    """The WHERE clause: the filter nodes AND the grants' owner conditions."""
+    parts = [filters.where_clause(nodes, table, dialect())]
     parts += [grant.condition(table) for grant in grants if grant is not None]
     parts = [part for part in parts if part is not None]
     return sa.and_(*parts) if parts else None
 
 
-def ordering(query, table):
-    """The request's order, then the primary key, so that equal rows keep a stable order."""
-    items = filters.parse_order(query.order, table)
+def ordering(order, table):
+    """The order= text's clauses, then the primary key, so that equal rows keep a stable order."""
+    items = filters.parse_order(order, table)
     named = {item.column for item in items}
     items += [filters.OrderItem(c.key) for c in primary_key(table) if c.key not in named]
     return filters.order_clauses(items, table, dialect())
@@ -389,6 +212,11 @@ def ordering(query, table):
 
 def _where(statement, where):
     return statement if where is None else statement.where(where)
+
+
+def _also(clause):
+    """A clause to AND in, as a list: empty when there is none."""
+    return [] if clause is None else [clause]
 
 
 def _rows(table, columns, where, order=(), offset=0, limit=None, lock=False):
@@ -403,32 +231,14 @@ def _rows(table, columns, where, order=(), offset=0, limit=None, lock=False):
     return [tuple(row) for row in db.session.execute(statement)]
 
 
-def present(table, items, values):
-    """One row as a dict keyed by alias, in JSON-ready values."""
-    return {
-        item.alias: json_value(table.c[item.column], value)
-        for item, value in zip(items, values, strict=False)
-    }
-
-
 def select_rows(table, items, where, order=(), offset=0, limit=None, lock=False):
-    """Rows as dicts keyed by alias, in JSON-ready values."""
+    """Rows as dicts keyed by alias, in JSON values."""
     columns = [table.c[item.column] for item in items]
-    return [present(table, items, row) for row in _rows(table, columns, where, order, offset, limit, lock)]
+    return [json_row(table, items, row) for row in _rows(table, columns, where, order, offset, limit, lock)]
 
 
-def read(table, request, grant):
-    """One page of the rows the request and the grant select, and their total when it is asked for."""
-    items = filters.parse_select(request.query.select, table)
-    where = condition(request.query, table, grant)
-    order = ordering(request.query, table)
-    rows = (
-        [] if request.limit == 0 else select_rows(table, items, where, order, request.offset, request.limit)
-    )
-    total = None
-    if request.count:
-        total = db.session.execute(_where(sa.select(sa.func.count()).select_from(table), where)).scalar()
-    return Page(rows, [item.alias for item in items], total)
+def count(table, where):
+    return db.session.execute(_where(sa.select(sa.func.count()).select_from(table), where)).scalar()
 
 
 def _key_condition(columns, keys):
@@ -445,10 +255,10 @@ def fetch(table, items, keys, grant=None):
     for start in range(0, len(keys), KEY_CHUNK):
         where = sa.and_(
             _key_condition(key_columns, keys[start : start + KEY_CHUNK]),
-            *_present(grant and grant.condition(table)),
+            *_also(grant and grant.condition(table)),
         )
         for row in _rows(table, columns, where):
-            found[row[len(items) :]] = present(table, items, row)
+            found[row[len(items) :]] = json_row(table, items, row)
     return [found[key] for key in keys if key in found]
 
 
@@ -459,13 +269,9 @@ def fetch_inserted(table, items, rows, grant=None):
         match = [
             table.c[key].is_(None) if value is None else table.c[key] == value for key, value in row.items()
         ]
-        where = sa.and_(sa.true(), *match, *_present(grant and grant.condition(table)))
+        where = sa.and_(sa.true(), *match, *_also(grant and grant.condition(table)))
         found.extend(select_rows(table, items, where, limit=1))
     return found
-
-
-def _present(clause):
-    return [] if clause is None else [clause]
 
 
 # --- writing
@@ -478,24 +284,9 @@ class Upsert:
     guard: object = None  # the update Grant an existing row must pass to be merged
 
 
-def check_conflict_target(table, columns):
-    require_columns(table, columns, "on_conflict")
-    if frozenset(columns) not in unique_sets(table):
-        raise APIError(
-            400,
-            "bad_on_conflict",
-            "there is no unique or primary key constraint matching the on_conflict columns",
-            hint="on_conflict must name the primary key or the columns of one unique constraint",
-        )
-
-
 def insert(table, rows, upsert=None, want_keys=False):
     """Insert the rows (converted values) in one transaction; returns the primary keys of the rows
     stored (inserted or merged) in order, when `want_keys`."""
-    for row in rows:
-        for column in primary_key(table):
-            if column.key not in row and not _generated(table, column):
-                raise _constraint_error("not_null", table.name, column.key)
     same_keys = len({frozenset(row) for row in rows}) == 1
     if not want_keys and upsert is None and same_keys and len(rows) > 1 and rows[0]:
         db.session.execute(sa.insert(table), rows)
@@ -508,16 +299,6 @@ def insert(table, rows, upsert=None, want_keys=False):
         if key is not None:
             keys.append(key)
     return keys
-
-
-def _generated(table, column):
-    """Whether the database fills a primary key column left out of an insert."""
-    return (
-        column is table.autoincrement_column
-        or column.default is not None
-        or column.server_default is not None
-        or column.nullable
-    )
 
 
 def _insert_row(table, row):
@@ -548,9 +329,7 @@ def _upsert_row(table, row, upsert):
     if not upsert.merge:
         return None
     if not existing.allowed:
-        raise APIError(
-            403, "permission_denied", "permission denied: the conflicting row belongs to another user"
-        )
+        raise policies.denied("permission denied: the conflicting row belongs to another user")
     changes = {key: value for key, value in row.items() if key not in upsert.columns}
     if changes:
         db.session.execute(sa.update(table).where(match).values(changes))
@@ -597,7 +376,7 @@ def update(table, values, where, items=None):
     keys = _locked_keys(table, where)
     for start in range(0, len(keys), KEY_CHUNK):
         chunk = _key_condition(columns, keys[start : start + KEY_CHUNK])
-        db.session.execute(statement.where(sa.and_(chunk, *_present(where))))
+        db.session.execute(statement.where(sa.and_(chunk, *_also(where))))
     moved = [tuple(values.get(c.key, old) for c, old in zip(columns, key, strict=True)) for key in keys]
     return fetch(table, items, moved)
 
@@ -617,5 +396,5 @@ def delete(table, where, items=None):
     keys = [row[len(items) :] for row in before]
     for start in range(0, len(keys), KEY_CHUNK):
         chunk = _key_condition(key_columns, keys[start : start + KEY_CHUNK])
-        db.session.execute(sa.delete(table).where(sa.and_(chunk, *_present(where))))
-    return [present(table, items, row) for row in before]
+        db.session.execute(sa.delete(table).where(sa.and_(chunk, *_also(where))))
+    return [json_row(table, items, row) for row in before]

@@ -1,8 +1,7 @@
 """filters.py: both filter dialects, values, LIKE semantics, select and order, on SQLite and MariaDB."""
 
 import uuid
-from datetime import date, datetime, time
-from decimal import Decimal
+from datetime import date, datetime
 
 import pytest
 import sqlalchemy as sa
@@ -18,7 +17,6 @@ from filters import (
     Logic,
     OrderItem,
     SelectItem,
-    convert_value,
     order_clauses,
     parse_filters,
     parse_order,
@@ -337,98 +335,6 @@ def test_public_constants():
     assert OPERATORS == {"eq", "neq", "gt", "gte", "lt", "lte", "like", "ilike", "in", "is"}
     assert FilterError("m").hint is None
     assert str(FilterError("m", "h")) == "m"
-
-
-# ---------------------------------------------------------------------------
-# Values
-
-kinds = sa.Table(
-    "kinds",
-    sa.MetaData(),
-    sa.Column("amount", sa.Numeric(10, 2)),
-    sa.Column("at", sa.Time),
-    sa.Column("at_tz", sa.DateTime(timezone=True)),
-    sa.Column("key", sa.Uuid),
-    sa.Column("colour", sa.Enum("red", "green", name="colour")),
-    sa.Column("flag", mysql.TINYINT(display_width=1)),
-    sa.Column("small", mysql.TINYINT()),
-    sa.Column("blob", sa.LargeBinary),
-    sa.Column("doc", sa.JSON),
-    sa.Column("mystery", sa.types.NullType()),
-)
-
-CONVERT_CASES = [
-    (items.c.id, "42", 42),
-    (items.c.id, " 7 ", 7),
-    (items.c.id, "-3", -3),
-    (items.c.id, "+3", 3),
-    (items.c.id, "9223372036854775807", 2**63 - 1),
-    (items.c.price, "1.5", 1.5),
-    (items.c.price, "2", 2.0),
-    (items.c.price, "-.5e1", -5.0),
-    (items.c.active, "TRUE", True),
-    (items.c.active, "t", True),
-    (items.c.active, "1", True),
-    (items.c.active, "False", False),
-    (items.c.active, "F", False),
-    (items.c.active, "0", False),
-    (items.c.born, "2024-02-29", date(2024, 2, 29)),
-    (items.c.created, "2024-01-01T10:00:00", datetime(2024, 1, 1, 10)),
-    (items.c.created, "2024-01-01 10:00", datetime(2024, 1, 1, 10)),
-    (items.c.created, "2024-01-01T10:00:00Z", datetime(2024, 1, 1, 10)),
-    (items.c.created, "2024-01-01T12:00:00+02:00", datetime(2024, 1, 1, 10)),
-    (items.c.created, "2024-01-01", datetime(2024, 1, 1)),
-    (items.c.name, "  x ", "  x "),
-    (items.c.note, "", ""),
-    (kinds.c.amount, "1.10", Decimal("1.10")),
-    (kinds.c.at, "10:30", time(10, 30)),
-    (kinds.c.at, "10:30:00Z", time(10, 30)),
-    (kinds.c.at, "12:30+02:00", time(10, 30)),
-    (kinds.c.at_tz, "2024-01-01T10:00:00Z", datetime.fromisoformat("2024-01-01T10:00:00+00:00")),
-    (kinds.c.key, "12345678-1234-5678-1234-567812345678", uuid.UUID("12345678-1234-5678-1234-567812345678")),
-    (kinds.c.colour, "green", "green"),
-    (kinds.c.flag, "true", 1),
-    (kinds.c.flag, "false", 0),
-    (kinds.c.flag, "2", 2),
-    (kinds.c.small, "5", 5),
-    (kinds.c.blob, "ab", b"ab"),
-    (kinds.c.mystery, "anything", "anything"),
-]
-
-
-@pytest.mark.parametrize(("column", "raw", "expected"), CONVERT_CASES)
-def test_convert_value(column, raw, expected):
-    value = convert_value(column, raw)
-    assert value == expected
-    assert type(value) is type(expected)
-
-
-@pytest.mark.parametrize(
-    ("column", "raw", "message"),
-    [
-        (items.c.id, "abc", '"abc" is not a valid integer for column "id"'),
-        (items.c.id, "-9223372036854775809", "not a valid integer"),
-        (items.c.id, "1e3", "not a valid integer"),
-        (items.c.price, "1.2.3", 'not a valid number for column "price"'),
-        (items.c.price, "Infinity", "not a valid number"),
-        (items.c.active, "yes", "not a valid boolean"),
-        (items.c.born, "01/02/2024", "not a valid date"),
-        (items.c.created, "0001-01-01T00:00:00+01:00", "not a valid date-time"),
-        (kinds.c.amount, "NaN", 'not a valid number for column "amount"'),
-        (kinds.c.amount, "1e99999", "not a valid number"),
-        (kinds.c.at, "25:00", 'not a valid time (HH:MM[:SS]) for column "at"'),
-        (kinds.c.key, "not-a-uuid", 'not a valid UUID for column "key"'),
-        (kinds.c.colour, "blue", '"blue" is not a valid value for column "colour"'),
-        (kinds.c.small, "true", "not a valid integer"),
-        (kinds.c.doc, "{}", 'cannot filter column "doc" of type JSON by value'),
-        (items.c.name, ("a",), "expected a single value"),
-        (items.c.id, "x" * 1000, '"' + "x" * 57 + '..." is not a valid integer'),
-    ],
-)
-def test_convert_value_refuses(column, raw, message):
-    with pytest.raises(FilterError) as error:
-        convert_value(column, raw)
-    assert message in str(error.value)
 
 
 # ---------------------------------------------------------------------------

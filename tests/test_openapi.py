@@ -1,4 +1,4 @@
-"""GET /rest/v1/ describes the exposed tables as the caller may use them (SPEC §7)."""
+"""GET /rest/v1/ describes the exposed tables as the caller may use them."""
 
 import pytest
 from openapi_spec_validator import validate

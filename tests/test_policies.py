@@ -1,4 +1,4 @@
-"""tables.toml (SPEC §4.1): parsing, the refusals that stop the service from starting, and the
+"""tables.toml: parsing, the refusals that stop the service from starting, and the
 decision for each role and rule."""
 
 import shutil
@@ -151,7 +151,7 @@ def test_authorize(rule, who, expected, operation):
     if expected in (401, 403):
         with pytest.raises(APIError) as raised:
             policies.authorize(policy, operation, who)
-        assert raised.value.status == expected
+        assert raised.value.status == expected and raised.value.error_code == "42501"
         return
     grant = policies.authorize(policy, operation, who)
     assert grant.owner_id == expected
@@ -166,3 +166,14 @@ def test_owner_condition_is_a_bound_comparison():
     assert str(compiled) == "places.user_id = :user_id_1" and compiled.params == {"user_id_1": 7}
     assert grant.owns(7) and grant.owns("7") and not grant.owns(8)
     assert policies.authorize(policy, "select", SERVICE).condition(table) is None
+
+
+def test_check_owner_refuses_another_users_id():
+    policy = policies.Policy("places", dict.fromkeys(policies.OPERATIONS, "owner"), "user_id")
+    grant = policies.authorize(policy, "insert", USER)
+    grant.check_owner({"user_id": "7", "name": "x"})
+    grant.check_owner({"name": "x"})
+    with pytest.raises(APIError) as raised:
+        grant.check_owner({"user_id": 8})
+    assert raised.value.status == 403 and raised.value.error_code == "42501"
+    policies.authorize(policy, "insert", SERVICE).check_owner({"user_id": 8})

@@ -1,0 +1,189 @@
+"""values.py: query-string and JSON values converted to column types, and database values back to
+JSON and CSV text."""
+
+import uuid
+from datetime import date, datetime, time, timedelta
+from decimal import Decimal
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.dialects import mysql
+
+from values import BadValue, body_value, convert_value, json_value, text_value
+
+kinds = sa.Table(
+    "kinds",
+    sa.MetaData(),
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("name", sa.String(50)),
+    sa.Column("note", sa.Text),
+    sa.Column("price", sa.Float),
+    sa.Column("active", sa.Boolean),
+    sa.Column("born", sa.Date),
+    sa.Column("created", sa.DateTime),
+    sa.Column("amount", sa.Numeric(10, 2)),
+    sa.Column("at", sa.Time),
+    sa.Column("at_tz", sa.DateTime(timezone=True)),
+    sa.Column("key", sa.Uuid),
+    sa.Column("colour", sa.Enum("red", "green", name="colour")),
+    sa.Column("flag", mysql.TINYINT(display_width=1)),
+    sa.Column("small", mysql.TINYINT()),
+    sa.Column("blob", sa.LargeBinary),
+    sa.Column("doc", sa.JSON),
+    sa.Column("mystery", sa.types.NullType()),
+)
+
+# ---------------------------------------------------------------------------
+# Query-string text in: (column, raw, expected)
+
+CONVERT_CASES = [
+    (kinds.c.id, "42", 42),
+    (kinds.c.id, " 7 ", 7),
+    (kinds.c.id, "-3", -3),
+    (kinds.c.id, "+3", 3),
+    (kinds.c.id, "9223372036854775807", 2**63 - 1),
+    (kinds.c.price, "1.5", 1.5),
+    (kinds.c.price, "2", 2.0),
+    (kinds.c.price, "-.5e1", -5.0),
+    (kinds.c.active, "TRUE", True),
+    (kinds.c.active, "t", True),
+    (kinds.c.active, "1", True),
+    (kinds.c.active, "False", False),
+    (kinds.c.active, "F", False),
+    (kinds.c.active, "0", False),
+    (kinds.c.born, "2024-02-29", date(2024, 2, 29)),
+    (kinds.c.created, "2024-01-01T10:00:00", datetime(2024, 1, 1, 10)),
+    (kinds.c.created, "2024-01-01 10:00", datetime(2024, 1, 1, 10)),
+    (kinds.c.created, "2024-01-01T10:00:00Z", datetime(2024, 1, 1, 10)),
+    (kinds.c.created, "2024-01-01T12:00:00+02:00", datetime(2024, 1, 1, 10)),
+    (kinds.c.created, "2024-01-01", datetime(2024, 1, 1)),
+    (kinds.c.name, "  x ", "  x "),
+    (kinds.c.note, "", ""),
+    (kinds.c.amount, "1.10", Decimal("1.10")),
+    (kinds.c.at, "10:30", time(10, 30)),
+    (kinds.c.at, "10:30:00Z", time(10, 30)),
+    (kinds.c.at, "12:30+02:00", time(10, 30)),
+    (kinds.c.at_tz, "2024-01-01T10:00:00Z", datetime.fromisoformat("2024-01-01T10:00:00+00:00")),
+    (kinds.c.key, "12345678-1234-5678-1234-567812345678", uuid.UUID("12345678-1234-5678-1234-567812345678")),
+    (kinds.c.colour, "green", "green"),
+    (kinds.c.flag, "true", 1),
+    (kinds.c.flag, "false", 0),
+    (kinds.c.flag, "2", 2),
+    (kinds.c.small, "5", 5),
+    (kinds.c.blob, "ab", b"ab"),
+    (kinds.c.mystery, "anything", "anything"),
+]
+
+
+@pytest.mark.parametrize(("column", "raw", "expected"), CONVERT_CASES)
+def test_convert_value(column, raw, expected):
+    value = convert_value(column, raw)
+    assert value == expected
+    assert type(value) is type(expected)
+
+
+@pytest.mark.parametrize(
+    ("column", "raw", "message"),
+    [
+        (kinds.c.id, "abc", '"abc" is not a valid integer for column "id"'),
+        (kinds.c.id, "-9223372036854775809", "not a valid integer"),
+        (kinds.c.id, "1e3", "not a valid integer"),
+        (kinds.c.price, "1.2.3", 'not a valid number for column "price"'),
+        (kinds.c.price, "Infinity", "not a valid number"),
+        (kinds.c.active, "yes", "not a valid boolean"),
+        (kinds.c.born, "01/02/2024", "not a valid date"),
+        (kinds.c.created, "0001-01-01T00:00:00+01:00", "not a valid date-time"),
+        (kinds.c.amount, "NaN", 'not a valid number for column "amount"'),
+        (kinds.c.amount, "1e99999", "not a valid number"),
+        (kinds.c.at, "25:00", 'not a valid time (HH:MM[:SS]) for column "at"'),
+        (kinds.c.key, "not-a-uuid", 'not a valid UUID for column "key"'),
+        (kinds.c.colour, "blue", '"blue" is not a valid value for column "colour"'),
+        (kinds.c.small, "true", "not a valid integer"),
+        (kinds.c.doc, "{}", 'cannot filter column "doc" of type JSON by value'),
+        (kinds.c.name, ("a",), "expected a single value"),
+        (kinds.c.id, "x" * 1000, '"' + "x" * 57 + '..." is not a valid integer'),
+    ],
+)
+def test_convert_value_refuses(column, raw, message):
+    with pytest.raises(BadValue) as error:
+        convert_value(column, raw)
+    assert message in str(error.value)
+
+
+# ---------------------------------------------------------------------------
+# JSON body values in: (column, value, expected) and (column, value, kind, message)
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "expected"),
+    [
+        (kinds.c.id, 7, 7),
+        (kinds.c.id, 7.0, 7),
+        (kinds.c.id, "7", 7),
+        (kinds.c.price, 2, 2.0),
+        (kinds.c.amount, 1.1, Decimal("1.1")),
+        (kinds.c.active, True, True),
+        (kinds.c.active, 0, False),
+        (kinds.c.flag, True, 1),
+        (kinds.c.name, 5, "5"),
+        (kinds.c.name, None, None),
+        (kinds.c.doc, {"a": [1]}, {"a": [1]}),
+        (kinds.c.mystery, 3, 3),
+    ],
+)
+def test_body_value(column, value, expected):
+    converted = body_value(column, value)
+    assert converted == expected
+    assert type(converted) is type(expected)
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "kind", "message"),
+    [
+        (kinds.c.id, "x", "invalid", '"x" is not a valid integer for column "id"'),
+        (kinds.c.id, 1.5, "invalid", 'column "id" (integer) cannot take a number'),
+        (kinds.c.id, True, "invalid", 'column "id" (integer) cannot take a boolean'),
+        (kinds.c.id, [1], "invalid", 'column "id" (integer) cannot take an array'),
+        (kinds.c.name, {"a": 1}, "invalid", 'column "name" (string) cannot take an object'),
+        (kinds.c.price, float("nan"), "invalid", 'column "price" (float) cannot take a number'),
+        (kinds.c.id, 2**63, "out_of_range", 'column "id" (integer) cannot take a number'),
+        (kinds.c.name, "x" * 51, "too_long", 'value too long for column "name" (at most 50 characters)'),
+        (kinds.c.flag, 2, "invalid", 'column "flag" takes true or false'),
+    ],
+)
+def test_body_value_refuses(column, value, kind, message):
+    with pytest.raises(BadValue) as error:
+        body_value(column, value)
+    assert error.value.kind == kind and str(error.value) == message
+
+
+# ---------------------------------------------------------------------------
+# Out: (column, database value, JSON value) and CSV fields
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "expected"),
+    [
+        (kinds.c.flag, 1, True),
+        (kinds.c.small, 1, 1),
+        (kinds.c.created, datetime(2024, 1, 1, 10, 30), "2024-01-01T10:30:00"),
+        (kinds.c.amount, Decimal("12"), 12),
+        (kinds.c.amount, Decimal("1.50"), 1.5),
+        (kinds.c.amount, Decimal("NaN"), "NaN"),
+        (kinds.c.price, float("inf"), "inf"),
+        (kinds.c.at, timedelta(minutes=1), 60.0),
+        (kinds.c.blob, b"\x01\xff", "\\x01ff"),
+        (kinds.c.key, uuid.UUID(int=1), "00000000-0000-0000-0000-000000000001"),
+        (kinds.c.mystery, {"b", "a"}, ["a", "b"]),
+    ],
+)
+def test_json_value(column, value, expected):
+    assert json_value(column, value) == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "field"),
+    [(None, ""), (True, "true"), (False, "false"), (1.5, "1.5"), ({"a": [1, "é"]}, '{"a": [1, "\\u00e9"]}')],
+)
+def test_text_value(value, field):
+    assert text_value(value) == field

@@ -1,0 +1,272 @@
+"""Values in and out of columns: query-string text and JSON body values converted to a column's
+type, and database values back to JSON (and to CSV text).
+
+Pure: no Flask, no I/O. A value that does not fit its column raises BadValue."""
+
+import json
+import math
+import re
+import uuid
+from collections.abc import Callable
+from datetime import UTC, date, datetime, time, timedelta
+from decimal import Decimal
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import mysql
+
+MAX_INTEGER = 2**63  # integers are 64-bit on both databases
+
+_INTEGER = re.compile(r"[+-]?[0-9]{1,19}")
+_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]{1,4})?")
+_BOOLEANS = {"true": True, "t": True, "1": True, "false": False, "f": False, "0": False}
+
+
+class BadValue(ValueError):
+    """A value its column cannot take; str(e) is the client-facing message. `kind` is "invalid",
+    "too_long" or "out_of_range"."""
+
+    def __init__(self, message, hint=None, kind="invalid"):
+        super().__init__(message)
+        self.hint = hint
+        self.kind = kind
+
+
+def quoted(text):
+    """Client text quoted for a message, cut short so an error never echoes a huge value."""
+    return f'"{text}"' if len(text) <= 60 else f'"{text[:57]}..."'
+
+
+# --- column types
+
+
+def python_type(column_type):
+    """The Python type of a column type; None when SQLAlchemy does not know a precise one."""
+    try:
+        kind = column_type.python_type
+    except NotImplementedError:
+        return None
+    return None if kind is object else kind
+
+
+def is_tinyint_boolean(column_type):
+    # MySQL has no BOOLEAN: BOOL is TINYINT(1), which clients read and write as true/false.
+    return isinstance(column_type, mysql.TINYINT) and column_type.display_width == 1
+
+
+def is_booleanish(column_type):
+    """May take is.true / is.false; a type SQLAlchemy cannot name gets the benefit of the doubt."""
+    return python_type(column_type) in (bool, None) or is_tinyint_boolean(column_type)
+
+
+# --- text in (query strings, and strings in a JSON body)
+
+
+def convert_value(column, raw):
+    """A query-string value converted to the column's Python type."""
+    if not isinstance(raw, str):
+        raise BadValue(f"expected a single value for column {quoted(column.key)}")
+    column_type = column.type
+    if isinstance(column_type, sa.Enum) and column_type.enums:
+        if raw not in column_type.enums:
+            raise BadValue(
+                f"{quoted(raw)} is not a valid value for column {quoted(column.key)}",
+                hint="one of: " + ", ".join(column_type.enums),
+            )
+        return raw
+    kind = python_type(column_type)
+    if kind is None and not isinstance(column_type, sa.JSON):
+        return raw  # a type SQLAlchemy cannot describe: let the database compare the text
+    try:
+        label, convert = _CONVERTERS[kind]
+    except KeyError:
+        raise BadValue(
+            f"cannot filter column {quoted(column.key)} of type {type(column_type).__name__} by value"
+        ) from None
+    try:
+        return convert(raw, column_type)
+    except (ValueError, OverflowError, ArithmeticError):
+        raise BadValue(f"{quoted(raw)} is not a valid {label} for column {quoted(column.key)}") from None
+
+
+def _to_int(raw, column_type):
+    text = raw.strip()
+    if is_tinyint_boolean(column_type) and text.lower() in _BOOLEANS:
+        return int(_BOOLEANS[text.lower()])
+    if not _INTEGER.fullmatch(text):
+        raise ValueError(raw)
+    value = int(text)
+    if not -MAX_INTEGER <= value < MAX_INTEGER:
+        raise ValueError(raw)
+    return value
+
+
+def _to_float(raw, column_type):
+    text = raw.strip()
+    if not _NUMBER.fullmatch(text) or not math.isfinite(float(text)):
+        raise ValueError(raw)
+    return float(text)
+
+
+def _to_decimal(raw, column_type):
+    _to_float(raw, column_type)  # same syntax and range: drivers may pass it through a double
+    return Decimal(raw.strip())
+
+
+def _to_bool(raw, column_type):
+    try:
+        return _BOOLEANS[raw.strip().lower()]
+    except KeyError:
+        raise ValueError(raw) from None
+
+
+def _iso(raw):
+    text = raw.strip()
+    return text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text
+
+
+def _to_date(raw, column_type):
+    return date.fromisoformat(raw.strip())
+
+
+def _to_datetime(raw, column_type):
+    value = datetime.fromisoformat(_iso(raw))
+    if value.tzinfo is not None and not getattr(column_type, "timezone", False):
+        # Naive columns hold UTC here, so compare in UTC rather than drop the offset.
+        value = value.astimezone(UTC).replace(tzinfo=None)
+    return value
+
+
+def _to_time(raw, column_type):
+    value = time.fromisoformat(_iso(raw))
+    if value.tzinfo is not None and not getattr(column_type, "timezone", False):
+        value = datetime.combine(date(2000, 1, 2), value).astimezone(UTC).time()
+    return value
+
+
+def _to_uuid(raw, column_type):
+    return uuid.UUID(raw.strip())
+
+
+_CONVERTERS: dict[type, tuple[str, Callable[[str, sa.types.TypeEngine], object]]] = {
+    str: ("string", lambda raw, column_type: raw),
+    int: ("integer", _to_int),
+    float: ("number", _to_float),
+    Decimal: ("number", _to_decimal),
+    bool: ("boolean (true or false)", _to_bool),
+    date: ("date (YYYY-MM-DD)", _to_date),
+    datetime: ("date-time (ISO 8601)", _to_datetime),
+    time: ("time (HH:MM[:SS])", _to_time),
+    uuid.UUID: ("UUID", _to_uuid),
+    bytes: ("string", lambda raw, column_type: raw.encode("utf-8")),
+}
+
+
+# --- JSON in (request bodies)
+
+
+def body_value(column, value):
+    """A JSON body value converted to the column's type; BadValue naming the column when it does not fit."""
+    converted = _from_json(column, value)
+    length = getattr(column.type, "length", None)
+    if (
+        isinstance(converted, str)
+        and isinstance(column.type, sa.String)
+        and length
+        and len(converted) > length
+    ):
+        raise BadValue(
+            f'value too long for column "{column.key}" (at most {length} characters)', kind="too_long"
+        )
+    if is_tinyint_boolean(column.type) and converted not in (None, 0, 1):
+        raise BadValue(f'column "{column.key}" takes true or false')
+    return converted
+
+
+def _from_json(column, value):
+    if value is None or isinstance(column.type, sa.JSON):
+        return value
+    kind = python_type(column.type)
+    if isinstance(value, str):
+        return convert_value(column, value)
+    if isinstance(value, dict | list):
+        raise _refused(column, value)
+    if isinstance(value, bool):
+        if kind is bool or kind is None:
+            return value
+        if is_tinyint_boolean(column.type):
+            return int(value)
+        raise _refused(column, value)
+    if isinstance(value, float) and not math.isfinite(value):
+        raise _refused(column, value)
+    if kind is None:
+        return value
+    if kind is int:
+        if isinstance(value, float) and not value.is_integer():
+            raise _refused(column, value)
+        if not -MAX_INTEGER <= int(value) < MAX_INTEGER:
+            raise _refused(column, value, kind="out_of_range")
+        return int(value)
+    if kind is float:
+        return float(value)
+    if kind is Decimal:
+        return Decimal(str(value))
+    if kind is bool and value in (0, 1):
+        return bool(value)
+    if kind is str:
+        return convert_value(column, str(value))
+    raise _refused(column, value)
+
+
+def _refused(column, value, kind="invalid"):
+    sent = {dict: "an object", list: "an array", bool: "a boolean", str: "a string"}.get(
+        type(value), "a number"
+    )
+    label = type(column.type).__name__.lower()
+    return BadValue(f'column "{column.key}" ({label}) cannot take {sent}', kind=kind)
+
+
+# --- out (responses)
+
+
+def json_value(column, value):
+    """A database value as JSON: ISO dates, numbers as numbers, MySQL's TINYINT(1) as a boolean."""
+    if value is None or isinstance(value, str | bool | dict | list):
+        return value
+    if isinstance(value, int):
+        return bool(value) if is_tinyint_boolean(column.type) else value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, datetime | date | time):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        number = float(value)
+        if not math.isfinite(number):
+            return str(value)
+        return int(value) if value.as_tuple().exponent >= 0 and abs(value) < MAX_INTEGER else number
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if isinstance(value, bytes | bytearray | memoryview):
+        return "\\x" + bytes(value).hex()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, set | frozenset):
+        return sorted(value)
+    return str(value)
+
+
+def json_row(table, items, row):
+    """One database row as a dict keyed by the select items' aliases, in JSON values."""
+    return {
+        item.alias: json_value(table.c[item.column], value) for item, value in zip(items, row, strict=False)
+    }
+
+
+def text_value(value):
+    """A JSON value as one CSV field; NULL is an empty field."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict | list):
+        return json.dumps(value)
+    return str(value)
