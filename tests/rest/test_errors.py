@@ -1,4 +1,4 @@
-"""Data API errors (SPEC §4.4): unknown names, malformed queries, injection attempts, and a schema
+"""Table API errors: unknown names, malformed queries, injection attempts, and a schema
 that changes while the service runs. No error body carries SQL or the database's text."""
 
 import collections
@@ -8,12 +8,8 @@ import random
 import pytest
 import sqlalchemy as sa
 
-import rest_tables
 import tables
-from rest_tables import ITEMS, ids, items
 from support import assert_rest_error
-
-rest, make_rest = rest_tables.rest, rest_tables.make_rest  # the shared fixtures
 
 
 @pytest.mark.parametrize(
@@ -34,7 +30,7 @@ rest, make_rest = rest_tables.rest, rest_tables.make_rest  # the shared fixtures
 def test_unknown_table_is_a_404_with_the_nearest_name(rest, path, hint):
     body = assert_rest_error(rest.service.get(path), 404)
     assert body["hint"] == hint
-    assert len(rest.rows(items)) == 5
+    assert len(rest.rows("items")) == 5
 
 
 def test_listed_table_missing_from_the_database_is_a_404(rest):
@@ -76,7 +72,7 @@ def test_unknown_column_in_a_write_is_a_400_naming_it(rest, method, path, body, 
     headers = {"Prefer": "return=representation,resolution=merge-duplicates"}
     response = getattr(rest.anon, method)(path, json=body, headers=headers)
     assert f'"{name}"' in assert_rest_error(response, 400)["message"]
-    assert rest.rows(items)[0]["name"] == "Apple" and len(rest.rows(items)) == 5
+    assert rest.rows("items")[0]["name"] == "Apple" and len(rest.rows("items")) == 5
 
 
 @pytest.mark.parametrize("method", ["post", "patch", "delete"])
@@ -84,7 +80,7 @@ def test_select_is_checked_on_every_write(rest, method):
     query = "select=colour" if method == "post" else "id=eq.1&select=colour"
     response = getattr(rest.anon, method)(f"/rest/v1/items?{query}", json={"name": "x"})
     assert '"colour"' in assert_rest_error(response, 400)["message"]
-    assert rest.rows(items)[0]["name"] == "Apple" and len(rest.rows(items)) == 5
+    assert rest.rows("items")[0]["name"] == "Apple" and len(rest.rows("items")) == 5
 
 
 @pytest.mark.parametrize(
@@ -178,7 +174,7 @@ def test_injection_in_names_is_a_400_and_harmless(rest, attempt, place):
             headers={"Prefer": "resolution=merge-duplicates"},
         )
     assert_rest_error(response, 400, attempt)
-    assert [row["name"] for row in rest.rows(items)] == [row["name"] for row in ITEMS]
+    assert [row["name"] for row in rest.rows("items")] == [row["name"] for row in rest.seeded]
 
 
 @pytest.mark.parametrize(
@@ -186,10 +182,12 @@ def test_injection_in_names_is_a_400_and_harmless(rest, attempt, place):
     ["x' or '1'='1", 'x" or "1"="1', "x` or 1=1 -- ", "'; drop table items; --", "\\'", "%' or 1=1 #"],
 )
 def test_injection_in_values_matches_nothing_and_changes_nothing(rest, value):
-    assert ids(rest.anon.get("/rest/v1/items", query_string={"name": f"eq.{value}"})) == []
-    assert ids(rest.anon.get("/rest/v1/items", query_string={"name": f"like.{value}"})) == []
+    assert rest.ids(rest.anon.get("/rest/v1/items", query_string={"name": f"eq.{value}"})) == []
+    assert rest.ids(rest.anon.get("/rest/v1/items", query_string={"name": f"like.{value}"})) == []
     quoted = value.replace("\\", "\\\\").replace('"', '\\"')
-    assert ids(rest.anon.get("/rest/v1/items", query_string={"or": f'(name.eq."{quoted}",id.eq.0)'})) == []
+    assert (
+        rest.ids(rest.anon.get("/rest/v1/items", query_string={"or": f'(name.eq."{quoted}",id.eq.0)'})) == []
+    )
     assert (
         rest.anon.patch("/rest/v1/items", query_string={"name": f"eq.{value}"}, json={"qty": 0}).status_code
         == 204
@@ -198,8 +196,8 @@ def test_injection_in_values_matches_nothing_and_changes_nothing(rest, value):
         "/rest/v1/items", json={"name": value}, headers={"Prefer": "return=representation"}
     )
     assert response.status_code == 201 and response.json[0]["name"] == value
-    assert ids(rest.anon.get("/rest/v1/items", query_string={"name": f"eq.{value}"})) == [6]
-    assert [row["qty"] for row in rest.rows(items)][:5] == [row["qty"] for row in ITEMS]
+    assert rest.ids(rest.anon.get("/rest/v1/items", query_string={"name": f"eq.{value}"})) == [6]
+    assert [row["qty"] for row in rest.rows("items")][:5] == [row["qty"] for row in rest.seeded]
 
 
 def test_database_errors_carry_no_database_text(rest):
@@ -227,7 +225,7 @@ def test_a_table_created_at_runtime_is_found(rest, monkeypatch):
 
 
 def test_a_column_added_at_runtime_is_found(rest, monkeypatch):
-    assert ids(rest.anon.get("/rest/v1/items?limit=1")) == [1]
+    assert rest.ids(rest.anon.get("/rest/v1/items?limit=1")) == [1]
     rest.execute(sa.text("ALTER TABLE items ADD COLUMN colour VARCHAR(20)"))
     assert_rest_error(rest.anon.get("/rest/v1/items?select=colour"), 400)
     monkeypatch.setattr(tables, "REFRESH_INTERVAL", 0)

@@ -1,7 +1,7 @@
-"""Shared by the tests/test_rest_*.py files: the tables they expose, their seed rows, and a fixture
-that builds an app over them on the backend under test."""
+"""The table API's tests share these: the tables they expose, their seed rows, and the fixtures
+that build an app over them on the backend under test (`make_rest`, `rest`)."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 import pytest
@@ -133,20 +133,34 @@ owner_column = "user_id"
 
 @dataclass
 class Env:
+    """An app over the tables above, clients with the anon and the service key, and the database."""
+
     app: object
     anon: Api
     service: Api
     engine: sa.Engine
+    seeded: list = field(default_factory=lambda: list(ITEMS))  # the rows items starts with
 
-    def rows(self, table, order="id"):
-        """What the database holds, read past the API."""
+    @staticmethod
+    def table(name):
+        return metadata.tables[name]
+
+    def rows(self, name, order="id"):
+        """What the database holds in table `name`, read past the API."""
+        table = self.table(name)
         with self.engine.connect() as connection:
-            query = sa.select(table).order_by(*(table.c[name] for name in order.split(",")))
+            query = sa.select(table).order_by(*(table.c[column] for column in order.split(",")))
             return [dict(row._mapping) for row in connection.execute(query)]
 
     def execute(self, statement):
         with self.engine.begin() as connection:
             connection.execute(statement)
+
+    @staticmethod
+    def ids(response):
+        """The ids of the rows a successful read returned."""
+        assert response.status_code in (200, 206), response.get_data(as_text=True)
+        return [row["id"] for row in response.json]
 
 
 @pytest.fixture
@@ -170,8 +184,3 @@ def make_rest(make_app, database_url, tmp_path, anon_key, service_key):
 @pytest.fixture
 def rest(make_rest):
     return make_rest()
-
-
-def ids(response):
-    assert response.status_code in (200, 206), response.get_data(as_text=True)
-    return [row["id"] for row in response.json]

@@ -1,15 +1,10 @@
-"""/rest/v1 over a real waitress server: the request sequence postgrest-py sends (NOTES.md) as plain
-HTTP, then the official postgrest-py client itself, unchanged (SPEC §6)."""
-
+"""/rest/v1 over a real waitress server: the request sequence postgrest-py sends, as plain HTTP
+(the headers and query strings it writes), then the official postgrest-py client itself, unchanged."""
 
 import pytest
 import requests
 from postgrest import SyncPostgrestClient
 from postgrest.exceptions import APIError as PostgrestError
-
-import rest_tables
-
-rest, make_rest = rest_tables.rest, rest_tables.make_rest  # the shared fixtures
 
 
 @pytest.fixture

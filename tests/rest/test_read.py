@@ -1,15 +1,11 @@
-"""GET/HEAD /rest/v1/{table} (SPEC §4.2): select, both filter dialects, order, paging, counts, media types."""
+"""GET/HEAD /rest/v1/{table}: select, both filter dialects, order, paging, counts, media types."""
 
 import csv
 import io
 
 import pytest
 
-import rest_tables
-from rest_tables import ids, items
 from support import assert_rest_error
-
-rest, make_rest = rest_tables.rest, rest_tables.make_rest  # the shared fixtures
 
 # (query-string pairs, expected ids): each operator in the seed's dotted dialect and PostgREST's.
 FILTERS = [
@@ -68,7 +64,7 @@ FILTERS = [
 
 @pytest.mark.parametrize(("pairs", "expected"), FILTERS)
 def test_filters_in_both_dialects(rest, pairs, expected):
-    assert ids(rest.anon.get("/rest/v1/items", query_string=pairs)) == expected
+    assert rest.ids(rest.anon.get("/rest/v1/items", query_string=pairs)) == expected
 
 
 def test_every_row_every_column_by_default(rest):
@@ -105,7 +101,7 @@ def test_select_and_aliases(rest, select, expected):
     assert response.status_code == 200
     row = response.json[0]
     if expected is None:
-        assert len(row) == len(items.c)
+        assert len(row) == len(rest.table("items").c)
     else:
         assert row == expected and list(row) == list(expected)
 
@@ -125,7 +121,7 @@ def test_select_and_aliases(rest, select, expected):
     ],
 )
 def test_order_sorts_nulls_as_postgresql(rest, order, expected):
-    assert ids(rest.anon.get(f"/rest/v1/items?order={order}")) == expected
+    assert rest.ids(rest.anon.get(f"/rest/v1/items?order={order}")) == expected
 
 
 def test_default_order_is_the_primary_key(rest):
@@ -133,12 +129,12 @@ def test_default_order_is_the_primary_key(rest):
     rows = rest.anon.get("/rest/v1/pairs").json
     assert [(row["a"], row["b"]) for row in rows] == [(1, 1), (1, 2), (2, 1)]
     rest.anon.patch("/rest/v1/items?id=eq.1", json={"name": "zzz"})
-    assert ids(rest.anon.get("/rest/v1/items")) == [1, 2, 3, 4, 5]
+    assert rest.ids(rest.anon.get("/rest/v1/items")) == [1, 2, 3, 4, 5]
 
 
 def test_equal_sort_keys_page_stably_by_primary_key(rest):
     rest.anon.patch("/rest/v1/items?id=gte.0", json={"qty": 1})
-    pages = [ids(rest.anon.get(f"/rest/v1/items?order=qty&limit=2&offset={o}")) for o in (0, 2, 4)]
+    pages = [rest.ids(rest.anon.get(f"/rest/v1/items?order=qty&limit=2&offset={o}")) for o in (0, 2, 4)]
     assert pages == [[1, 2], [3, 4], [5]]
 
 
@@ -162,7 +158,7 @@ def test_equal_sort_keys_page_stably_by_primary_key(rest):
 )
 def test_limit_offset_and_range(rest, query, headers, expected, content_range):
     response = rest.anon.get(f"/rest/v1/items?{query}", headers=headers)
-    assert ids(response) == expected
+    assert rest.ids(response) == expected
     assert response.status_code == 200 and response.headers["Content-Range"] == content_range
 
 
@@ -190,10 +186,10 @@ def test_bad_paging_is_a_400_naming_the_part(rest, query, headers, names):
 
 def test_never_more_than_max_rows(make_rest):
     rest = make_rest(MAX_ROWS=2)
-    assert ids(rest.anon.get("/rest/v1/items")) == [1, 2]
-    assert ids(rest.anon.get("/rest/v1/items?limit=100&offset=1")) == [2, 3]
+    assert rest.ids(rest.anon.get("/rest/v1/items")) == [1, 2]
+    assert rest.ids(rest.anon.get("/rest/v1/items?limit=100&offset=1")) == [2, 3]
     response = rest.anon.get("/rest/v1/items", headers={"Range": "0-99", "Prefer": "count=exact"})
-    assert ids(response) == [1, 2]
+    assert rest.ids(response) == [1, 2]
     assert response.status_code == 206 and response.headers["Content-Range"] == "0-1/5"
 
 
@@ -213,7 +209,7 @@ def test_never_more_than_max_rows(make_rest):
 )
 def test_exact_count_content_range_and_status(rest, query, status, content_range, expected):
     response = rest.anon.get(f"/rest/v1/items?{query}", headers={"Prefer": "count=exact"})
-    assert response.status_code == status and ids(response) == expected
+    assert response.status_code == status and rest.ids(response) == expected
     assert response.headers["Content-Range"] == content_range
 
 
@@ -287,4 +283,4 @@ def test_unsupported_accept_is_a_406(rest):
 
 def test_reserved_parameters_are_not_filters(rest):
     response = rest.anon.get(f"/rest/v1/items?apikey={rest.anon.key}&columns=id&on_conflict=id&select=id")
-    assert ids(response) == [1, 2, 3, 4, 5]
+    assert rest.ids(response) == [1, 2, 3, 4, 5]

@@ -1,0 +1,68 @@
+"""Error codes: an official SDK (known by X-Client-Info or by Accept-Profile) gets PostgREST's code,
+a SQLSTATE or a PGRST code, as a string; any other client gets the HTTP status as an integer."""
+
+import pytest
+
+from support import assert_rest_error
+
+OBJECT = {"Accept": "application/vnd.pgrst.object+json"}
+SDK_HEADERS = [{"X-Client-Info": "supabase-js/2.45.4"}, {"Accept-Profile": "public"}]
+
+# (method, path, body, headers, status, code)
+CASES = [
+    ("post", "/rest/v1/items", {"id": 1, "name": "again"}, {}, 409, "23505"),
+    ("get", "/rest/v1/items?select=id,colour", None, {}, 400, "42703"),
+    ("get", "/rest/v1/items?colour=eq.1", None, {}, 400, "42703"),
+    ("post", "/rest/v1/items", {"name": "x", "colour": 1}, {}, 400, "42703"),
+    ("get", "/rest/v1/items?id=eqq.1", None, {}, 400, "PGRST100"),
+    ("get", "/rest/v1/items?limit=x", None, {}, 400, "PGRST100"),
+    ("get", "/rest/v1/items", None, OBJECT, 406, "PGRST116"),
+    ("get", "/rest/v1/t_service_role", None, {}, 401, "42501"),
+    ("get", "/rest/v1/itemz", None, {}, 404, "PGRST205"),
+    ("get", "/rest/v1/gone", None, {}, 404, "PGRST205"),
+    ("get", "/rest/v1/items?id=eq.abc", None, {}, 400, "22P02"),
+    ("post", "/rest/v1/items", {"name": "x" * 51}, {}, 400, "22001"),
+    ("post", "/rest/v1/items", {"name": "x", "qty": 2**63}, {}, 400, "22003"),
+    ("post", "/rest/v1/items", {"price": 1}, {}, 400, "23502"),
+    ("post", "/rest/v1/items", {"name": "x", "qty": -1}, {}, 400, "23514"),
+    ("post", "/rest/v1/children", {"item_id": 12345}, {}, 409, "23503"),
+    ("post", "/rest/v1/items?on_conflict=name", {"name": "x"}, {"Prefer": "resolution=merge-duplicates"},
+     400, "42P10"),
+    ("post", "/rest/v1/items", [{"name": "x"}, {"qty": 1}], {}, 400, "PGRST102"),
+    ("patch", "/rest/v1/items", {"name": "x"}, {}, 400, "21000"),
+    ("get", "/rest/v1/items?offset=9", None, {"Prefer": "count=exact"}, 416, "PGRST103"),
+    ("get", "/rest/v1/items", None, {"Range": "5-2"}, 400, "PGRST103"),
+    ("get", "/rest/v1/items", None, {"Accept": "application/xml"}, 406, "PGRST107"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("sdk", SDK_HEADERS, ids=["x-client-info", "accept-profile"])
+@pytest.mark.parametrize(("method", "path", "body", "headers", "status", "code"), CASES)
+def test_an_official_sdk_gets_postgrest_codes(rest, sdk, method, path, body, headers, status, code):
+    response = getattr(rest.anon, method)(path, json=body, headers={**headers, **sdk})
+    assert response.status_code == status, response.get_data(as_text=True)
+    answer = response.get_json()
+    assert set(answer) == {"message", "code", "hint", "details"}
+    assert answer["code"] == code and answer["message"]
+
+
+@pytest.mark.parametrize(("method", "path", "body", "headers", "status", "code"), CASES)
+def test_a_plain_client_gets_the_status(rest, method, path, body, headers, status, code):
+    response = getattr(rest.anon, method)(path, json=body, headers=headers)
+    assert_rest_error(response, status, sent=path)
+
+
+def test_deleting_a_referenced_row_is_a_foreign_key_violation(rest):
+    assert rest.anon.post("/rest/v1/children", json={"item_id": 1}).status_code == 201
+    response = rest.anon.delete("/rest/v1/items?id=eq.1", headers=SDK_HEADERS[0])
+    assert response.status_code == 409 and response.json["code"] == "23503"
+    assert_rest_error(rest.anon.delete("/rest/v1/items?id=eq.1"), 409)
+
+
+def test_another_users_owner_column_is_a_permission_error(rest):
+    session = rest.anon.sign_up(email="b@example.com")
+    headers = {**SDK_HEADERS[0]}
+    response = rest.anon.post(
+        "/rest/v1/notes", json={"body": "x", "user_id": 999}, token=session["access_token"], headers=headers
+    )
+    assert response.status_code == 403 and response.json["code"] == "42501"
