@@ -21,8 +21,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 from sqlalchemy.sql.elements import ColumnElement
 
-from values import BadValue, convert_value, is_booleanish, python_type
-from values import quoted as _q
+from values import BadValue, convert_value, is_booleanish, python_type, quoted
 
 RESERVED = frozenset({"select", "order", "limit", "offset", "on_conflict", "columns", "or", "and", "apikey"})
 MAX_DEPTH = 16
@@ -98,7 +97,7 @@ def parse_filters(pairs: Iterable[tuple[str, str]]) -> list[Condition | Logic]:
 def _parse_filter_param(key: str, value: str) -> Condition:
     if not key:
         raise FilterError("empty filter name", hint='write filters as "col=eq.value"')
-    where = f"filter {_q(key)}"
+    where = f"filter {quoted(key)}"
     dotted = _split_dotted_key(key)
     if dotted is not None:
         column, negated, op = dotted
@@ -134,20 +133,20 @@ def _split_native_value(key: str, value: str) -> tuple[bool, str, str]:
     op, dot, operand = rest.partition(".")
     if not op or op == "not":
         raise FilterError(
-            f"missing operator in filter {_q(key)}",
+            f"missing operator in filter {quoted(key)}",
             hint=f'write "{key}=eq.value" or "{key}.eq=value"',
         )
     if op not in OPERATORS:
-        raise _unknown_operator(op, f"filter {_q(key)}")
+        raise _unknown_operator(op, f"filter {quoted(key)}")
     if not dot:
-        raise FilterError(f'missing "." and value after operator "{op}" in filter {_q(key)}')
+        raise FilterError(f'missing "." and value after operator "{op}" in filter {quoted(key)}')
     return negated, op, operand
 
 
 def _top_level_operand(op: str, raw: str, column: str) -> str | tuple[str, ...]:
     if op != "in":
         return raw
-    scanner = _Scanner(raw, f'malformed "in" list for column {_q(column)}')
+    scanner = _Scanner(raw, f'malformed "in" list for column {quoted(column)}')
     values = _read_list(scanner)
     scanner.skip_spaces()
     if not scanner.at_end():
@@ -161,7 +160,9 @@ def _condition(column: str, op: str, value: str | tuple[str, ...], negated: bool
     if column in RESERVED:
         raise FilterError(f'"{column}" is a reserved name, not a column, in {where}')
     if op == "is" and value.lower() not in _IS_VALUES:
-        raise FilterError(f'invalid value {_q(value)} for "is" in {where}', hint="use null, true or false")
+        raise FilterError(
+            f'invalid value {quoted(value)} for "is" in {where}', hint="use null, true or false"
+        )
     if op in ("like", "ilike"):
         _like_parts(value, where)  # validate now so a bad pattern is a syntax error
     return Condition(column, op, value, negated)
@@ -171,7 +172,7 @@ def _unknown_operator(op: str, where: str) -> FilterError:
     hint = "operators: " + ", ".join(_OPERATOR_BUILDERS)
     if op in _UNSUPPORTED_OPERATORS:
         return FilterError(f'operator "{op}" is not supported ({where})', hint=hint)
-    return FilterError(f"unknown operator {_q(op)} in {where}", hint=hint)
+    return FilterError(f"unknown operator {quoted(op)} in {where}", hint=hint)
 
 
 def _check_size(nodes: Iterable[Condition | Logic]) -> None:
@@ -279,17 +280,17 @@ def _read_list_value(scanner: _Scanner, closer: str) -> str:
 
 def _parse_logic_param(key: str, value: str) -> Logic:
     op, negated = _LOGIC_KEYS[key]
-    scanner = _Scanner(value, f"malformed {_q(key)} filter")
+    scanner = _Scanner(value, f"malformed {quoted(key)} filter")
     scanner.skip_spaces()
     if scanner.peek() != "(":
         raise FilterError(
-            f"malformed {_q(key)} filter: the conditions must be in parentheses",
+            f"malformed {quoted(key)} filter: the conditions must be in parentheses",
             hint=f'write "{key}=(a.eq.1,b.gt.2)"',
         )
     logic = Logic(op, _read_tree(scanner, key, depth=1), negated)
     scanner.skip_spaces()
     if scanner.peek() == ")":
-        raise FilterError(f"unbalanced parentheses in {_q(key)} filter")
+        raise FilterError(f"unbalanced parentheses in {quoted(key)} filter")
     if not scanner.at_end():
         raise scanner.error("unexpected text after the closing parenthesis")
     return logic
@@ -298,7 +299,7 @@ def _parse_logic_param(key: str, value: str) -> Logic:
 def _read_tree(scanner: _Scanner, key: str, depth: int) -> tuple[Condition | Logic, ...]:
     """'(item,item,...)' where an item is a condition or a nested and(...)/or(...)."""
     if depth > MAX_DEPTH:
-        raise FilterError(f"{_q(key)} filter is nested too deeply (at most {MAX_DEPTH} levels)")
+        raise FilterError(f"{quoted(key)} filter is nested too deeply (at most {MAX_DEPTH} levels)")
     scanner.pos += 1  # the "(" the caller saw
     children = []
     while True:
@@ -310,7 +311,7 @@ def _read_tree(scanner: _Scanner, key: str, depth: int) -> tuple[Condition | Log
         if scanner.take(")"):
             return tuple(children)
         if scanner.at_end():
-            raise FilterError(f"unbalanced parentheses in {_q(key)} filter")
+            raise FilterError(f"unbalanced parentheses in {quoted(key)} filter")
         raise scanner.error('expected "," or ")"')
 
 
@@ -328,17 +329,17 @@ def _read_tree_condition(scanner: _Scanner, key: str) -> Condition:
     if not column:
         raise scanner.error('expected a condition such as "col.eq.value"')
     if not scanner.take("."):
-        raise scanner.error(f'expected "." and an operator after {_q(column)}')
+        raise scanner.error(f'expected "." and an operator after {quoted(column)}')
     negated = scanner.startswith("not.")
     if negated:
         scanner.pos += len("not.")
     op = scanner.read_until(".,()")
     if op not in OPERATORS:
-        raise _unknown_operator(op, f"{_q(key)} filter (at position {scanner.pos + 1})")
+        raise _unknown_operator(op, f"{quoted(key)} filter (at position {scanner.pos + 1})")
     if not scanner.take("."):
         raise scanner.error(f'expected "." and a value after operator "{op}"')
     value = _read_list(scanner) if op == "in" else _read_tree_value(scanner)
-    return _condition(column, op, value, negated, f"{_q(key)} filter")
+    return _condition(column, op, value, negated, f"{quoted(key)} filter")
 
 
 def _read_tree_value(scanner: _Scanner) -> str:
@@ -381,7 +382,7 @@ def _build(node: Condition | Logic, table: sa.Table, dialect: str, depth: int) -
         column = _resolve_column(table, node.column, "filter")
         build = _OPERATOR_BUILDERS.get(node.op)
         if build is None:
-            raise _unknown_operator(node.op, f"filter {_q(node.column)}")
+            raise _unknown_operator(node.op, f"filter {quoted(node.column)}")
         expression = build(column, node.value, dialect)
     else:
         raise TypeError(f"not a filter node: {node!r}")
@@ -393,7 +394,7 @@ def _build_logic(node: Logic, table: sa.Table, dialect: str, depth: int) -> Colu
         raise FilterError(f"filter is nested too deeply (at most {MAX_DEPTH} levels)")
     combine = {"and": sa.and_, "or": sa.or_}.get(node.op)
     if combine is None:
-        raise FilterError(f"unknown logic operator {_q(node.op)}")
+        raise FilterError(f"unknown logic operator {quoted(node.op)}")
     if not node.children:
         raise FilterError(f'empty "{node.op}" filter')
     return combine(*(_build(child, table, dialect, depth + 1) for child in node.children))
@@ -402,7 +403,9 @@ def _build_logic(node: Logic, table: sa.Table, dialect: str, depth: int) -> Colu
 def _resolve_column(table: sa.Table, name: str, where: str) -> sa.Column:
     column = table.c.get(name)
     if column is None:
-        raise FilterError(f"unknown column {_q(name)} in {where}", hint=suggest(name, table), kind="column")
+        raise FilterError(
+            f"unknown column {quoted(name)} in {where}", hint=suggest(name, table), kind="column"
+        )
     return column
 
 
@@ -416,7 +419,7 @@ def suggest(name: str, table: sa.Table) -> str | None:
 
 def _single(value: object, column: sa.Column) -> str:
     if not isinstance(value, str):
-        raise FilterError(f"expected a single value, not a list, for column {_q(column.key)}")
+        raise FilterError(f"expected a single value, not a list, for column {quoted(column.key)}")
     return value
 
 
@@ -438,7 +441,7 @@ def _converted(column: sa.Column, raw: str) -> object:
 
 def _build_in(column: sa.Column, values: object, dialect: str) -> ColumnElement:
     if not isinstance(values, tuple | list):
-        raise FilterError(f'"in" needs a list of values for column {_q(column.key)}')
+        raise FilterError(f'"in" needs a list of values for column {quoted(column.key)}')
     if not values:
         return sa.false()
     return column.in_([_converted(column, value) for value in values])
@@ -449,9 +452,9 @@ def _build_is(column: sa.Column, value: object, dialect: str) -> ColumnElement:
     if word == "null":
         return column.is_(None)
     if word not in _IS_VALUES:
-        raise FilterError(f'invalid value {_q(word)} for "is"', hint="use null, true or false")
+        raise FilterError(f'invalid value {quoted(word)} for "is"', hint="use null, true or false")
     if not is_booleanish(column.type):
-        raise FilterError(f'"is.{word}" needs a boolean column; {_q(column.key)} is not one')
+        raise FilterError(f'"is.{word}" needs a boolean column; {quoted(column.key)} is not one')
     return column.is_(sa.true() if word == "true" else sa.false())
 
 
@@ -514,7 +517,7 @@ def _like_parts(pattern: str, where: str = "filter") -> list[object]:
             escaped = next(chars, None)
             if escaped is None:
                 raise FilterError(
-                    f"pattern {_q(pattern)} ends with an escape character in {where}",
+                    f"pattern {quoted(pattern)} ends with an escape character in {where}",
                     hint="write \\\\ for a literal backslash",
                 )
             parts.append(escaped)
@@ -575,7 +578,7 @@ def parse_select(text: str | None, table: sa.Table) -> list[SelectItem]:
     seen = set()
     for item in items:
         if item.alias in seen:
-            raise FilterError(f"duplicate name {_q(item.alias)} in select")
+            raise FilterError(f"duplicate name {quoted(item.alias)} in select")
         seen.add(item.alias)
     return items
 
@@ -591,13 +594,13 @@ def _parse_select_item(part: str, table: sa.Table) -> list[SelectItem]:
         return _all_columns(table)
     for marker, feature in _UNSUPPORTED_SELECT:
         if marker in part:
-            raise FilterError(f"{feature} are not supported in select: {_q(part)}")
+            raise FilterError(f"{feature} are not supported in select: {quoted(part)}")
     alias, colon, name = part.rpartition(":")
     alias, name = alias.strip(), name.strip()
     if not colon:
         alias = name
     elif not _ALIAS.fullmatch(alias):
-        raise FilterError(f"invalid alias {_q(alias)} in select item {_q(part)}")
+        raise FilterError(f"invalid alias {quoted(alias)} in select item {quoted(part)}")
     column = _resolve_column(table, name, "select")
     return [SelectItem(column.key, alias)]
 
@@ -616,7 +619,7 @@ def parse_order(text: str | None, table: sa.Table) -> list[OrderItem]:
 def _parse_order_item(part: str, table: sa.Table) -> OrderItem:
     name, *modifiers = (piece.strip() for piece in part.split("."))
     if not name:
-        raise FilterError(f"empty item in order {_q(part)}", hint='write "order=col.desc"')
+        raise FilterError(f"empty item in order {quoted(part)}", hint='write "order=col.desc"')
     column = _resolve_column(table, name, "order")
     descending: bool | None = None
     nulls: str | None = None
@@ -627,7 +630,7 @@ def _parse_order_item(part: str, table: sa.Table) -> OrderItem:
             nulls = _NULLS[modifier]
         else:
             raise FilterError(
-                f"unknown modifier {_q(modifier)} in order {_q(part)}",
+                f"unknown modifier {quoted(modifier)} in order {quoted(part)}",
                 hint="use asc or desc, then nullsfirst or nullslast, once each",
             )
     return OrderItem(column.key, bool(descending), nulls)
@@ -641,7 +644,7 @@ def order_clauses(items: Iterable[OrderItem], table: sa.Table, dialect: str) -> 
         column = _resolve_column(table, item.column, "order")
         nulls = item.nulls or ("first" if item.descending else "last")
         if nulls not in ("first", "last"):
-            raise FilterError(f"unknown NULL placement {_q(str(nulls))} in order")
+            raise FilterError(f"unknown NULL placement {quoted(str(nulls))} in order")
         # MySQL and SQLite sort NULL as the smallest value; a leading IS NULL key moves it.
         natural = "last" if item.descending else "first"
         if column.nullable and nulls != natural:
