@@ -34,6 +34,8 @@ def utcnow():
 def _verify(token, secret, require, **kwargs):
     """The claims of a token with a valid HS256 signature, our issuer and the `require`d claims.
     Expiry is not checked here but against our clock, in _decode."""
+    if not token.isascii():  # a JWT is base64url and dots; pyjwt cannot even encode some other text
+        raise TokenError("invalid token: not ASCII")
     options = {"require": require, "verify_exp": False, "verify_iat": False, "verify_nbf": False}
     try:
         claims = jwt.decode(token, secret, algorithms=[ALGORITHM], issuer=ISSUER, options=options, **kwargs)

@@ -124,6 +124,7 @@ def forged_tokens(session):
         "truncated": token[:-5],
         "not-a-jwt": "hello",
         "empty-segments": "..",
+        "not-ascii": "\ud800.e30.x",  # no HTTP client can send it, but the test client can
     }
 
 
@@ -140,6 +141,7 @@ FORGERIES = [
     "truncated",
     "not-a-jwt",
     "empty-segments",
+    "not-ascii",
 ]
 
 
