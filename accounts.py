@@ -1,41 +1,42 @@
-"""The auth API's work (SPEC §3): sign-up, sign-in, refresh, the current user, updates, sign-out."""
-
-import secrets
-import uuid
+"""The auth API's work on users: sign-up, sign-in, the current user, updates, and administration.
+Sessions (start, refresh, sign-out) are sessions.py's."""
 
 from flask import current_app
 from limits import parse as parse_limit
 from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
+import sessions
 import tokens
-from errors import APIError
+from errors import (
+    APIError,
+    Auth,
+    api_version,
+    invalid_credentials,
+    user_inactive,
+    user_not_found,
+    validation_failed,
+)
 from extensions import client_ip, db, limiter, state
 from models import (
+    METADATA_COLUMNS,
     PROFILE_FIELDS,
     Profile,
-    RefreshToken,
     Session,
+    load_user,
     required_without_default,
     upsert,
+    user_object,
+    user_query,
     users_table,
 )
 from passwords import MIN_LENGTH, family, hash_password, needs_rehash, verify_password
 
 FAILED_SIGN_INS = parse_limit("10 per 15 minutes")
-METADATA_COLUMNS = (*PROFILE_FIELDS, "about")
 
 
 def config(name):
     return current_app.config[name]
-
-
-def invalid_credentials():
-    return APIError(400, "invalid_credentials", "Invalid login credentials")
-
-
-def refresh_token_not_found():
-    return APIError(400, "refresh_token_not_found", "Invalid Refresh Token: Refresh Token Not Found")
 
 
 # --- reading users
@@ -55,135 +56,12 @@ def find_credentials(email):
     return db.session.execute(query.where(_email_matches(users.c.email, email))).first()
 
 
-def user_columns():
-    """What a user object is made of: the users table's columns (never the hash) and the profile's."""
-    users = users_table()
-    return [
-        users.c.user_id,
-        users.c.email,
-        users.c.username,
-        users.c.first_name,
-        users.c.last_name,
-        users.c.active,
-        users.c.joined,
-        Profile.about,
-        Profile.extra,
-        Profile.updated_at,
-        Profile.last_sign_in_at,
-    ]
-
-
-def user_query():
-    """Users with their profiles."""
-    users = users_table()
-    return select(*user_columns()).outerjoin(Profile, Profile.user_id == users.c.user_id)
-
-
-def load_user(user_id):
-    """The user and their profile as one row, or None."""
-    users = users_table()
-    return db.session.execute(user_query().where(users.c.user_id == user_id)).first()
-
-
-def timestamp(value):
-    return value.strftime("%Y-%m-%dT%H:%M:%SZ") if value is not None else None
-
-
-def user_object(row):
-    """SPEC §3.1's user object; `id` is the integer user_id."""
-    metadata = {**(row.extra or {}), **{name: getattr(row, name) for name in METADATA_COLUMNS}}
-    created = timestamp(row.joined)
-    return {
-        "id": row.user_id,
-        "aud": "authenticated",
-        "role": "authenticated",
-        "email": row.email,
-        "phone": "",
-        "email_confirmed_at": created,
-        "confirmed_at": created,
-        "app_metadata": {"provider": "email", "providers": ["email"]},
-        "user_metadata": metadata,
-        "identities": [],
-        "created_at": created,
-        "updated_at": timestamp(row.updated_at) or created,
-        "last_sign_in_at": timestamp(row.last_sign_in_at),
-        "is_anonymous": False,
-    }
-
-
-# --- sessions
-
-
-def _new_refresh_token(session_id, parent=None):
-    row = RefreshToken(
-        token=secrets.token_urlsafe(32),
-        session_id=session_id,
-        parent=parent,
-        revoked=False,
-        issued_at=tokens.now(),
-        updated_at=tokens.utcnow(),
-    )
-    db.session.add(row)
-    return row
-
-
-def start_session(user_id):
-    now = tokens.utcnow()
-    session = Session(id=str(uuid.uuid4()), user_id=user_id, created_at=now, refreshed_at=now)
-    db.session.add(session)
-    db.session.flush()
-    return session, _new_refresh_token(session.id)
-
-
-def session_object(row, session, refresh):
-    """SPEC §3.1's session object: a fresh access token, the session's refresh token and the user
-    (`row`, from load_user)."""
-    user = user_object(row)
-    user_id = row.user_id
-    secret = config("JWT_SECRET")
-    claims = {
-        "sub": str(user_id),
-        "email": user["email"],
-        "phone": "",
-        "session_id": session.id,
-        "is_anonymous": False,
-        "aal": "aal1",
-        "amr": [{"method": "password", "timestamp": int(session.created_at.timestamp())}],
-        "user_metadata": user["user_metadata"],
-        "app_metadata": user["app_metadata"],
-    }
-    access, expires_at = tokens.access_token(claims, secret, config("JWT_EXPIRY"))
-    refresh_token = tokens.refresh_token(
-        session.id,
-        user_id,
-        refresh.token,
-        refresh.issued_at,
-        secret,
-        config("REFRESH_TOKEN_EXPIRY"),
-    )
-    return {
-        "access_token": access,
-        "token_type": "bearer",
-        "expires_in": config("JWT_EXPIRY"),
-        "expires_at": expires_at,
-        "refresh_token": refresh_token,
-        "user": user,
-    }
-
-
-def end_sessions(*conditions):
-    """Delete the sessions matching `conditions` and their refresh tokens: their tokens die at once."""
-    doomed = select(Session.id).where(*conditions)
-    db.session.execute(delete(RefreshToken).where(RefreshToken.session_id.in_(doomed)))
-    db.session.execute(delete(Session).where(*conditions))
-
-
 # --- the operations
 
 
 def check_password_strength(password):
     if len(password) < MIN_LENGTH:
-        raise APIError(422, "weak_password", f"Password should be at least {MIN_LENGTH} characters.")
+        raise APIError(422, Auth.WEAK_PASSWORD, f"Password should be at least {MIN_LENGTH} characters.")
 
 
 def split_metadata(data):
@@ -192,7 +70,7 @@ def split_metadata(data):
     for key, value in data.items():
         if key in METADATA_COLUMNS:
             if value is not None and not isinstance(value, str):
-                raise APIError(400, "validation_failed", f"data.{key}: Not a valid string.")
+                raise validation_failed(f"data.{key}: Not a valid string.")
             if key == "about":
                 about = value
             else:
@@ -231,27 +109,14 @@ def create_user(email, password, data):
 
 
 def user_already_exists():
-    return APIError(422, "user_already_exists", "User already registered")
+    return APIError(422, Auth.USER_ALREADY_EXISTS, "User already registered")
 
 
 def sign_up(email, password, data):
     if config("DISABLE_SIGNUP"):
-        raise APIError(422, "signup_disabled", "Signups not allowed for this instance")
+        raise APIError(422, Auth.SIGNUP_DISABLED, "Signups not allowed for this instance")
     user_id = create_user(email, password, data)
-    return _signed_in(user_id)
-
-
-def _signed_in(user_id):
-    """Record the sign-in, open a session and commit: the session object to answer with."""
-    upsert(
-        Profile.__table__,
-        {"user_id": user_id, "last_sign_in_at": tokens.utcnow()},
-        ["user_id"],
-    )
-    session, refresh = start_session(user_id)
-    body = session_object(load_user(user_id), session, refresh)
-    db.session.commit()
-    return body
+    return sessions.start(user_id)
 
 
 class FailedSignIns:
@@ -268,7 +133,7 @@ class FailedSignIns:
             retry = max(1, int(reset - tokens.now()))
             raise APIError(
                 429,
-                "over_request_rate_limit",
+                Auth.OVER_REQUEST_RATE_LIMIT,
                 "Too many failed sign-in attempts, try again later",
                 headers={"Retry-After": str(retry)},
             )
@@ -288,74 +153,23 @@ def sign_in(email, password):
         failures.record()
         raise invalid_credentials()
     if not found.active:
-        raise APIError(400, "user_inactive", "User account is inactive")
+        raise user_inactive()
     users = users_table()
     if needs_rehash(found.password, config("BCRYPT_ROUNDS")):
         rehashed = hash_password(password, config("BCRYPT_ROUNDS"), prefix=family(found.password))
         db.session.execute(update(users).where(users.c.user_id == found.user_id).values(password=rehashed))
-    return _signed_in(found.user_id)
+    return sessions.start(found.user_id)
 
 
-def refresh(token):
-    """Rotate a refresh token (SPEC §3.2): single use, a grace interval for racing retries, and a
-    reuse after it revokes the whole session as theft."""
-    try:
-        claims = tokens.decode_refresh_token(token, config("JWT_SECRET"))
-    except tokens.TokenError as exc:
-        if exc.expired:
-            raise APIError(400, "session_expired", "Invalid Refresh Token: Session Expired") from None
-        raise refresh_token_not_found() from None
-    now = tokens.utcnow()
-    # The conditional UPDATE is the lock: of two racing requests exactly one rotates the token.
-    rotated = db.session.execute(
-        update(RefreshToken)
-        .where(RefreshToken.token == claims["jti"], RefreshToken.revoked.is_(False))
-        .values(revoked=True, updated_at=now)
-    ).rowcount
-    row = db.session.execute(
-        select(RefreshToken).where(RefreshToken.token == claims["jti"])
-    ).scalar_one_or_none()
-    if row is None or row.session_id != claims["sid"]:
-        raise refresh_token_not_found()
-    session = db.session.get(Session, row.session_id)
-    if session is None:
-        raise refresh_token_not_found()
-    if rotated:
-        current = _new_refresh_token(session.id, parent=row.token)
-        session.refreshed_at = now
-    else:
-        current = _reuse(row, session, now)
-    user = load_user(session.user_id)
-    if user is None:
-        raise refresh_token_not_found()
-    if not user.active:
-        raise APIError(400, "user_inactive", "User account is inactive")
-    body = session_object(user, session, current)
-    db.session.commit()
-    return body
-
-
-def _reuse(row, session, now):
-    """A revoked token presented again: the current token inside the grace interval, theft after."""
-    grace = config("REFRESH_TOKEN_REUSE_INTERVAL")
-    if (now - row.updated_at).total_seconds() <= grace:
-        current = db.session.execute(
-            select(RefreshToken)
-            .where(RefreshToken.session_id == session.id, RefreshToken.revoked.is_(False))
-            .order_by(RefreshToken.id.desc())
-            .limit(1)
-        ).scalar_one_or_none()
-        if current is not None:
-            return current
-    end_sessions(Session.id == session.id)
-    db.session.commit()
-    raise APIError(400, "refresh_token_already_used", "Invalid Refresh Token: Already Used")
+def signed_in_user(who):
+    """The caller's user object, from the row the bearer check loaded (gateway.Identity.user)."""
+    return user_object(who.user)
 
 
 def current_user(user_id):
     row = load_user(user_id)
     if row is None:
-        raise APIError(401, "user_not_found", "User from sub claim in JWT does not exist")
+        raise user_not_found(401)
     return user_object(row)
 
 
@@ -404,26 +218,11 @@ def change_user(user_id, fields, keep_session=None):
         profile["extra"] = {k: v for k, v in extra.items() if v is not None} or None
     upsert(Profile.__table__, profile, ["user_id"])
     if "password" in fields:
-        end_sessions(Session.user_id == user_id, Session.id != keep_session)
+        sessions.end(Session.user_id == user_id, Session.id != keep_session)
 
 
 def email_exists():
-    return APIError(422, "email_exists", "A user with this email address has already been registered")
-
-
-LOGOUT_SCOPES = ("global", "local", "others")
-
-
-def sign_out(who, scope):
-    if scope not in LOGOUT_SCOPES:
-        raise APIError(400, "validation_failed", f"scope: must be one of {', '.join(LOGOUT_SCOPES)}")
-    if scope == "local":
-        end_sessions(Session.id == who.session_id)
-    elif scope == "others":
-        end_sessions(Session.user_id == who.user_id, Session.id != who.session_id)
-    else:
-        end_sessions(Session.user_id == who.user_id)
-    db.session.commit()
+    return APIError(422, Auth.EMAIL_EXISTS, "A user with this email address has already been registered")
 
 
 def set_active(user_id, active):
@@ -431,14 +230,16 @@ def set_active(user_id, active):
     users = users_table()
     db.session.execute(update(users).where(users.c.user_id == user_id).values(active=1 if active else 0))
     if not active:
-        end_sessions(Session.user_id == user_id)
+        sessions.end(Session.user_id == user_id)
+
+
+def string_id_for_sdks(user):
+    """`user` as the calling client reads it: an official SDK (it sends an API version header) wants
+    the id as a string, a plain client the integer user_id."""
+    return {**user, "id": str(user["id"])} if api_version() else user
 
 
 # --- administration (service_role)
-
-
-def user_not_found():
-    return APIError(404, "user_not_found", "User not found")
 
 
 def admin_get_user(user_id):
@@ -487,13 +288,13 @@ def admin_delete_user(user_id):
     """Delete the user's row, profile and sessions."""
     admin_get_user(user_id)
     users = users_table()
-    end_sessions(Session.user_id == user_id)
+    sessions.end(Session.user_id == user_id)
     db.session.execute(delete(Profile).where(Profile.user_id == user_id))
     try:
         db.session.execute(delete(users).where(users.c.user_id == user_id))
     except IntegrityError:
         db.session.rollback()
         raise APIError(
-            409, "user_referenced", "Other rows still refer to this user: deactivate it instead"
+            409, Auth.USER_REFERENCED, "Other rows still refer to this user: deactivate it instead"
         ) from None
     db.session.commit()

@@ -5,6 +5,7 @@ from flask import current_app
 from flask.cli import with_appcontext
 
 import accounts
+import sessions
 import tokens
 from errors import APIError
 from extensions import db
@@ -60,7 +61,7 @@ def deactivate_user(email):
 @click.argument("email")
 def revoke_sessions(email):
     """End every session of a user: their tokens stop working at once."""
-    accounts.end_sessions(Session.user_id == _user_id(email))
+    sessions.end(Session.user_id == _user_id(email))
     db.session.commit()
     click.echo(f"revoked the sessions of {email}")
 

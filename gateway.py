@@ -1,15 +1,16 @@
-"""Who is calling: the API key every request must carry (SPEC §2), and the user behind a bearer token."""
+"""Who is calling: the API key every /auth/v1 and /rest/v1 request must carry, and the user behind a
+bearer token."""
 
+import functools
 from dataclasses import dataclass
 
 from flask import current_app, g, request
 from sqlalchemy import select
 
 import tokens
-from accounts import user_columns
-from errors import APIError
+from errors import APIError, Auth, bad_jwt, no_authorization, user_inactive, user_not_found
 from extensions import db
-from models import Profile, Session, users_table
+from models import Profile, Session, user_columns, users_table
 
 PROTECTED_PREFIXES = ("/auth/v1", "/rest/v1")
 
@@ -19,7 +20,7 @@ class Identity:
     role: str  # anon | authenticated | service_role
     user_id: int | None = None
     session_id: str | None = None
-    user: object = None  # the user and profile row (accounts.load_user's shape) of a signed-in caller
+    user: object = None  # the user and profile row (models.load_user's shape) of a signed-in caller
 
 
 def secret():
@@ -34,7 +35,7 @@ def require_api_key():
     if not key:
         raise APIError(
             401,
-            "no_api_key",
+            Auth.NO_API_KEY,
             "No API key found in request",
             hint="No `apikey` request header or url param was found.",
             api="rest",
@@ -42,7 +43,7 @@ def require_api_key():
     role = tokens.api_key_role(key, secret())
     if role is None:
         raise APIError(
-            401, "invalid_api_key", "Invalid API key", hint="Double check your apikey.", api="rest"
+            401, Auth.INVALID_API_KEY, "Invalid API key", hint="Double check your apikey.", api="rest"
         )
     g.api_key_role = role
 
@@ -55,7 +56,7 @@ def bearer_token():
     scheme, _, token = header.strip().partition(" ")
     token = token.strip()
     if scheme.lower() != "bearer" or not token or " " in token:
-        raise APIError(401, "no_authorization", "This endpoint requires a valid Bearer token")
+        raise no_authorization()
     return token
 
 
@@ -75,8 +76,7 @@ def identify(token):
     try:
         claims = tokens.decode_access_token(token, secret())
     except tokens.TokenError as exc:
-        message = "Token has expired" if exc.expired else "Invalid JWT: unable to parse or verify"
-        raise APIError(401, "bad_jwt", message) from None
+        raise (bad_jwt("Token has expired") if exc.expired else bad_jwt()) from None
     # One round trip: the session, and its user with the profile /auth/v1/user answers with.
     users = users_table()
     row = db.session.execute(
@@ -87,21 +87,31 @@ def identify(token):
         .where(Session.id == claims["session_id"])
     ).first()
     if row is None:
-        raise APIError(401, "session_not_found", "Session from session_id claim in JWT does not exist")
+        raise APIError(401, Auth.SESSION_NOT_FOUND, "Session from session_id claim in JWT does not exist")
     if str(row.session_user) != claims["sub"]:
-        raise APIError(401, "bad_jwt", "Invalid JWT: unable to parse or verify")
+        raise bad_jwt()
     if row.user_id is None:
-        raise APIError(401, "user_not_found", "User from sub claim in JWT does not exist")
+        raise user_not_found(401)
     if not row.active:
-        raise APIError(401, "user_inactive", "User account is inactive")
+        raise user_inactive(401)
     return Identity("authenticated", row.user_id, claims["session_id"], row)
 
 
 def current_user_identity():
     """A signed-in user, or the 401 the auth API gives when there is none (an API key is no user)."""
     if bearer_token() is None:
-        raise APIError(401, "no_authorization", "This endpoint requires a valid Bearer token")
+        raise no_authorization()
     who = identity()
     if who.user_id is None:
-        raise APIError(401, "bad_jwt", "Invalid JWT: an API key is not a user's token")
+        raise bad_jwt("Invalid JWT: an API key is not a user's token")
     return who
+
+
+def requires_user(view):
+    """A view for signed-in users only; it gets the caller's Identity as `who`."""
+
+    @functools.wraps(view)
+    def wrapped(**kwargs):
+        return view(who=current_user_identity(), **kwargs)
+
+    return wrapped

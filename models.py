@@ -1,4 +1,5 @@
-"""The service's own tables, and the users table as another application may have made it."""
+"""The service's own tables, the users table as another application may have made it, and a user as
+the auth API shows them."""
 
 from flask import current_app
 from sqlalchemy import (
@@ -12,6 +13,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    select,
 )
 from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.orm import Mapped, mapped_column
@@ -36,6 +38,7 @@ USER_COLUMNS = (
     "joined",
 )
 PROFILE_FIELDS = ("username", "first_name", "last_name")
+METADATA_COLUMNS = (*PROFILE_FIELDS, "about")  # shown in user_metadata, beside the profile's `extra`
 
 
 class Session(db.Model):
@@ -109,3 +112,62 @@ def upsert(table, values, keys):
         else:
             statement = statement.on_conflict_do_nothing(index_elements=keys)
     db.session.execute(statement)
+
+
+# --- a user and their profile
+
+
+def user_columns():
+    """What a user object is made of: the users table's columns (never the hash) and the profile's."""
+    users = users_table()
+    return [
+        users.c.user_id,
+        users.c.email,
+        users.c.username,
+        users.c.first_name,
+        users.c.last_name,
+        users.c.active,
+        users.c.joined,
+        Profile.about,
+        Profile.extra,
+        Profile.updated_at,
+        Profile.last_sign_in_at,
+    ]
+
+
+def user_query():
+    """Users with their profiles."""
+    users = users_table()
+    return select(*user_columns()).outerjoin(Profile, Profile.user_id == users.c.user_id)
+
+
+def load_user(user_id):
+    """The user and their profile as one row, or None."""
+    users = users_table()
+    return db.session.execute(user_query().where(users.c.user_id == user_id)).first()
+
+
+def timestamp(value):
+    return value.strftime("%Y-%m-%dT%H:%M:%SZ") if value is not None else None
+
+
+def user_object(row):
+    """GoTrue's user object for a row of user_query; `id` is the integer user_id."""
+    metadata = {**(row.extra or {}), **{name: getattr(row, name) for name in METADATA_COLUMNS}}
+    created = timestamp(row.joined)
+    return {
+        "id": row.user_id,
+        "aud": "authenticated",
+        "role": "authenticated",
+        "email": row.email,
+        "phone": "",
+        "email_confirmed_at": created,
+        "confirmed_at": created,
+        "app_metadata": {"provider": "email", "providers": ["email"]},
+        "user_metadata": metadata,
+        "identities": [],
+        "created_at": created,
+        "updated_at": timestamp(row.updated_at) or created,
+        "last_sign_in_at": timestamp(row.last_sign_in_at),
+        "is_anonymous": False,
+    }

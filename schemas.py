@@ -3,7 +3,7 @@
 from flask import request
 from marshmallow import EXCLUDE, RAISE, Schema, ValidationError, fields, pre_load, validate
 
-from errors import APIError
+from errors import APIError, Auth, validation_failed
 from passwords import MAX_BYTES
 
 # GoTrue fields official clients may send to PUT /user that mean nothing here.
@@ -108,7 +108,7 @@ def json_body():
     """The request body as a JSON object, or a 400 bad_json."""
     body = request.get_json(force=True, silent=True)
     if not isinstance(body, dict):
-        raise APIError(400, "bad_json", "Could not parse request body as JSON")
+        raise APIError(400, Auth.BAD_JSON, "Could not parse request body as JSON")
     return body
 
 
@@ -121,4 +121,4 @@ def load(schema, body=None):
         message = messages[0] if isinstance(messages, list) else str(messages)
         if message == "Unknown field.":
             message = "is not a field that can be updated"
-        raise APIError(400, "validation_failed", f"{field}: {message}") from None
+        raise validation_failed(f"{field}: {message}") from None

@@ -1,10 +1,10 @@
-"""/auth/v1/admin: GoTrue's user administration, for the service_role key only (SPEC §8)."""
+"""/auth/v1/admin: GoTrue's user administration, for the service_role key only."""
 
 from flask import Blueprint, request
 
 import accounts
-from blueprints.auth import present
-from errors import APIError
+from accounts import string_id_for_sdks
+from errors import APIError, Auth
 from gateway import identity
 from schemas import AdminCreateSchema, AdminUserSchema, PageSchema, load
 
@@ -18,29 +18,30 @@ page_schema = PageSchema()
 @bp.before_request
 def require_service_role():
     if identity().role != "service_role":
-        raise APIError(403, "not_admin", "User not allowed")
+        raise APIError(403, Auth.NOT_ADMIN, "User not allowed")
 
 
 @bp.get("/users")
 def list_users():
     page = load(page_schema, request.args.to_dict())
     users, total = accounts.admin_list_users(page["page"], page["per_page"])
-    return {"users": [present(user) for user in users], "aud": "authenticated"}, {"X-Total-Count": str(total)}
+    body = {"users": [string_id_for_sdks(user) for user in users], "aud": "authenticated"}
+    return body, {"X-Total-Count": str(total)}
 
 
 @bp.post("/users")
 def create_user():
-    return present(accounts.admin_create_user(load(create_schema)))
+    return string_id_for_sdks(accounts.admin_create_user(load(create_schema)))
 
 
 @bp.get("/users/<int:user_id>")
 def get_user(user_id):
-    return present(accounts.admin_get_user(user_id))
+    return string_id_for_sdks(accounts.admin_get_user(user_id))
 
 
 @bp.put("/users/<int:user_id>")
 def update_user(user_id):
-    return present(accounts.admin_update_user(user_id, load(update_schema)))
+    return string_id_for_sdks(accounts.admin_update_user(user_id, load(update_schema)))
 
 
 @bp.delete("/users/<int:user_id>")

@@ -1,11 +1,13 @@
-"""/auth/v1: GoTrue's wire format over the existing users table (SPEC §3)."""
+"""/auth/v1: GoTrue's wire format over the existing users table."""
 
 from flask import Blueprint, current_app, request
 
 import accounts
-from errors import APIError, api_version
+import sessions
+from accounts import string_id_for_sdks
+from errors import APIError, Auth
 from extensions import limiter
-from gateway import current_user_identity
+from gateway import requires_user
 from schemas import (
     PasswordGrantSchema,
     RefreshGrantSchema,
@@ -22,20 +24,15 @@ refresh_schema = RefreshGrantSchema()
 update_schema = UserUpdateSchema()
 
 
-def present(user):
-    """Official clients (SPEC §6) want the id as a string."""
-    return {**user, "id": str(user["id"])} if api_version() else user
-
-
-def present_session(session):
-    return {**session, "user": present(session["user"])}
+def session_with_string_id(session):
+    return {**session, "user": string_id_for_sdks(session["user"])}
 
 
 @bp.post("/signup")
 @limiter.limit("30 per 5 minutes")
 def signup():
     body = load(signup_schema)
-    return present_session(accounts.sign_up(body["email"], body["password"], body["data"]))
+    return session_with_string_id(accounts.sign_up(body["email"], body["password"], body["data"]))
 
 
 @bp.post("/token")
@@ -44,27 +41,29 @@ def token():
     grant = request.args.get("grant_type")
     if grant == "password":
         body = load(password_schema)
-        return present_session(accounts.sign_in(body["email"], body["password"]))
+        return session_with_string_id(accounts.sign_in(body["email"], body["password"]))
     if grant == "refresh_token":
         body = load(refresh_schema)
-        return present_session(accounts.refresh(body["refresh_token"]))
-    raise APIError(400, "unsupported_grant_type", "Unsupported grant_type: use password or refresh_token")
+        return session_with_string_id(sessions.refresh(body["refresh_token"]))
+    raise APIError(400, Auth.UNSUPPORTED_GRANT_TYPE, "Unsupported grant_type: use password or refresh_token")
 
 
 @bp.get("/user")
-def get_user():
-    return present(accounts.user_object(current_user_identity().user))
+@requires_user
+def get_user(who):
+    return string_id_for_sdks(accounts.signed_in_user(who))
 
 
 @bp.route("/user", methods=["PATCH", "PUT"])
-def update_user():
-    who = current_user_identity()
-    return present(accounts.update_user(who, load(update_schema)))
+@requires_user
+def update_user(who):
+    return string_id_for_sdks(accounts.update_user(who, load(update_schema)))
 
 
 @bp.post("/logout")
-def logout():
-    accounts.sign_out(current_user_identity(), request.args.get("scope", "global"))
+@requires_user
+def logout(who):
+    sessions.sign_out(who, request.args.get("scope", "global"))
     return "", 204
 
 

@@ -1,0 +1,174 @@
+"""Sessions: starting one at sign-in, the session object and its access token, refreshing (single-use
+refresh tokens, a grace interval for racing retries, theft), and ending them."""
+
+import secrets
+import uuid
+
+from flask import current_app
+from sqlalchemy import delete, select, update
+
+import tokens
+from errors import APIError, Auth, refresh_token_not_found, user_inactive, validation_failed
+from extensions import db
+from models import Profile, RefreshToken, Session, load_user, upsert, user_object
+
+LOGOUT_SCOPES = ("global", "local", "others")
+
+
+def config(name):
+    return current_app.config[name]
+
+
+# --- starting and shaping
+
+
+def _new_refresh_token(session_id, parent=None):
+    row = RefreshToken(
+        token=secrets.token_urlsafe(32),
+        session_id=session_id,
+        parent=parent,
+        revoked=False,
+        issued_at=tokens.now(),
+        updated_at=tokens.utcnow(),
+    )
+    db.session.add(row)
+    return row
+
+
+def _open(user_id):
+    now = tokens.utcnow()
+    session = Session(id=str(uuid.uuid4()), user_id=user_id, created_at=now, refreshed_at=now)
+    db.session.add(session)
+    db.session.flush()
+    return session, _new_refresh_token(session.id)
+
+
+def start(user_id):
+    """Record the sign-in, open a session and commit: the session object to answer with."""
+    upsert(
+        Profile.__table__,
+        {"user_id": user_id, "last_sign_in_at": tokens.utcnow()},
+        ["user_id"],
+    )
+    session, refresh = _open(user_id)
+    body = session_object(load_user(user_id), session, refresh)
+    db.session.commit()
+    return body
+
+
+def session_object(row, session, refresh):
+    """GoTrue's session object: a fresh access token, the session's refresh token and the user
+    (`row`, from load_user)."""
+    user = user_object(row)
+    user_id = row.user_id
+    secret = config("JWT_SECRET")
+    claims = {
+        "sub": str(user_id),
+        "email": user["email"],
+        "phone": "",
+        "session_id": session.id,
+        "is_anonymous": False,
+        "aal": "aal1",
+        "amr": [{"method": "password", "timestamp": int(session.created_at.timestamp())}],
+        "user_metadata": user["user_metadata"],
+        "app_metadata": user["app_metadata"],
+    }
+    access, expires_at = tokens.access_token(claims, secret, config("JWT_EXPIRY"))
+    refresh_token = tokens.refresh_token(
+        session.id,
+        user_id,
+        refresh.token,
+        refresh.issued_at,
+        secret,
+        config("REFRESH_TOKEN_EXPIRY"),
+    )
+    return {
+        "access_token": access,
+        "token_type": "bearer",
+        "expires_in": config("JWT_EXPIRY"),
+        "expires_at": expires_at,
+        "refresh_token": refresh_token,
+        "user": user,
+    }
+
+
+# --- refreshing
+
+
+def refresh(token):
+    """Rotate a refresh token: single use, a grace interval (REFRESH_TOKEN_REUSE_INTERVAL) for racing
+    retries, and a reuse after it revokes the whole session as theft."""
+    try:
+        claims = tokens.decode_refresh_token(token, config("JWT_SECRET"))
+    except tokens.TokenError as exc:
+        if exc.expired:
+            raise APIError(400, Auth.SESSION_EXPIRED, "Invalid Refresh Token: Session Expired") from None
+        raise refresh_token_not_found() from None
+    now = tokens.utcnow()
+    # The conditional UPDATE is the lock: of two racing requests exactly one rotates the token.
+    rotated = db.session.execute(
+        update(RefreshToken)
+        .where(RefreshToken.token == claims["jti"], RefreshToken.revoked.is_(False))
+        .values(revoked=True, updated_at=now)
+    ).rowcount
+    row = db.session.execute(
+        select(RefreshToken).where(RefreshToken.token == claims["jti"])
+    ).scalar_one_or_none()
+    if row is None or row.session_id != claims["sid"]:
+        raise refresh_token_not_found()
+    session = db.session.get(Session, row.session_id)
+    if session is None:
+        raise refresh_token_not_found()
+    if rotated:
+        current = _new_refresh_token(session.id, parent=row.token)
+        session.refreshed_at = now
+    else:
+        current = _reuse(row, session, now)
+    user = load_user(session.user_id)
+    if user is None:
+        raise refresh_token_not_found()
+    if not user.active:
+        raise user_inactive()
+    body = session_object(user, session, current)
+    db.session.commit()
+    return body
+
+
+def _reuse(row, session, now):
+    """A revoked token presented again: the current token inside the grace interval, theft after."""
+    grace = config("REFRESH_TOKEN_REUSE_INTERVAL")
+    if (now - row.updated_at).total_seconds() <= grace:
+        current = db.session.execute(
+            select(RefreshToken)
+            .where(RefreshToken.session_id == session.id, RefreshToken.revoked.is_(False))
+            .order_by(RefreshToken.id.desc())
+            .limit(1)
+        ).scalar_one_or_none()
+        if current is not None:
+            return current
+    end(Session.id == session.id)
+    db.session.commit()
+    raise APIError(400, Auth.REFRESH_TOKEN_ALREADY_USED, "Invalid Refresh Token: Already Used")
+
+
+# --- ending
+
+
+def end(*conditions):
+    """Delete the sessions matching `conditions` and their refresh tokens: their tokens die at once."""
+    doomed = select(Session.id).where(*conditions)
+    db.session.execute(delete(RefreshToken).where(RefreshToken.session_id.in_(doomed)))
+    db.session.execute(delete(Session).where(*conditions))
+
+
+def sign_out(who, scope):
+    """End the caller's session (`local`), their other sessions (`others`) or all of them (`global`)."""
+    if scope not in LOGOUT_SCOPES:
+        raise validation_failed(f"scope: must be one of {', '.join(LOGOUT_SCOPES)}")
+    if scope == "local":
+        end(Session.id == who.session_id)
+    elif scope == "others":
+        end(Session.user_id == who.user_id, Session.id != who.session_id)
+    else:
+        end(Session.user_id == who.user_id)
+    db.session.commit()
