@@ -1,4 +1,4 @@
-"""User administration with the service_role key (SPEC §8)."""
+"""User administration (/auth/v1/admin) with the service_role key."""
 
 import pytest
 

@@ -1,4 +1,4 @@
-"""The auth API's endpoints and every row of SPEC §3.4's error table."""
+"""The auth API's endpoints, and every error it answers with: status and error_code, case by case."""
 
 import pytest
 from sqlalchemy import select
@@ -155,7 +155,7 @@ def test_settings(api):
     assert response.json["external"] == {"email": True}
 
 
-# --- SPEC §3.4, row by row
+# --- the errors, one case each
 
 
 def test_wrong_password_and_unknown_email_answer_alike(api):

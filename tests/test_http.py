@@ -1,5 +1,5 @@
 """The whole auth flow over HTTP against the real waitress server: plain requests, as the seed's
-clients do, and the official supabase-auth client, unchanged (SPEC §6)."""
+clients do, and the official supabase-auth client, unchanged."""
 
 import pytest
 import requests

@@ -1,4 +1,4 @@
-"""SPEC §3.4's rate limits, per client IP; X-Forwarded-For only behind a configured proxy."""
+"""The auth API's rate limits, per client IP; X-Forwarded-For only behind a configured proxy."""
 
 import pytest
 

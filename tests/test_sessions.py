@@ -1,4 +1,4 @@
-"""Sessions and refresh tokens (SPEC §3.2, §5): rotation, the reuse interval, theft, logout,
+"""Sessions and refresh tokens: rotation, the reuse interval, theft, logout,
 racing refreshes, and two instances on one database."""
 
 import threading

@@ -1,4 +1,4 @@
-"""Tokens are checked strictly: API keys (SPEC §2) and access tokens (SPEC §3.2), attacked."""
+"""Tokens are checked strictly: API keys and access tokens, attacked."""
 
 import base64
 import json
