@@ -2,14 +2,15 @@
 
 from alembic import command
 from flask import Flask
-from sqlalchemy import event
 from werkzeug.middleware.proxy_fix import ProxyFix
 
 import cli
 import config
+import connections
 import errors
 import gateway
 import policies
+import responses
 from extensions import Minibase, cors, db, limiter, migrate
 from models import users_table
 from passwords import dummy_hash
@@ -48,13 +49,15 @@ def create_app(test_config=None):
     app.register_blueprint(auth.bp)
     app.register_blueprint(admin.bp)
     app.register_blueprint(rest.bp)
+    responses.init_app(app)  # first registered, so its after_request sees the final response
     app.before_request(gateway.require_api_key)
+    app.after_request(connections.end_transaction)
     errors.register(app)
     cli.register(app)
     policies.init_app(app)
 
+    connections.init_app(app)
     with app.app_context():
-        event.listen(db.engine, "connect", configure_connection)
         if app.config["AUTO_MIGRATE"]:
             upgrade_database()
             users_table()
@@ -64,19 +67,3 @@ def create_app(test_config=None):
 def upgrade_database():
     """Apply pending migrations; safe when several instances start at once (migrations/env.py)."""
     command.upgrade(migrate.get_config(str(MIGRATIONS)), "head")
-
-
-def configure_connection(dbapi_connection, _record):
-    """Per-connection settings: WAL and a busy timeout on SQLite; strict mode and UTC on MySQL."""
-    cursor = dbapi_connection.cursor()
-    if type(dbapi_connection).__module__.startswith("sqlite3"):
-        cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute("PRAGMA busy_timeout=5000")
-        cursor.execute("PRAGMA foreign_keys=ON")
-    else:
-        # Strict mode: a value that does not fit is an error, not silently truncated data.
-        cursor.execute(
-            "SET SESSION sql_mode = TRIM(BOTH ',' FROM CONCAT(@@SESSION.sql_mode, ',STRICT_ALL_TABLES'))"
-        )
-        cursor.execute("SET SESSION time_zone = '+00:00'")
-    cursor.close()

@@ -1,6 +1,8 @@
-"""Configuration: SPEC §1's environment variables (and `.env`), parsed and checked once at start."""
+"""Configuration: the environment variables (and `.env`) README.md and docs/configuration.md list,
+parsed and checked once at start."""
 
 import logging
+import math
 import os
 import secrets
 from pathlib import Path
@@ -29,6 +31,17 @@ def _boolean(name, raw):
 
 def _text(name, raw):
     return raw
+
+
+def _seconds(name, raw):
+    """A positive number of seconds, fractions allowed."""
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a number of seconds, not {raw!r}") from None
+    if not 0 < value <= 3600:
+        raise ConfigError(f"{name} must be more than 0 and at most 3600 seconds, not {raw}")
+    return value
 
 
 def _integer(name, raw, minimum=0):
@@ -61,6 +74,8 @@ VARIABLES = {
     "HOST": ("127.0.0.1", _text),
     "PORT": ("8000", lambda n, v: _integer(n, v, 1)),
     "THREADS": ("8", lambda n, v: _integer(n, v, 1)),
+    "DB_TIMEOUT": ("10", _seconds),
+    "STATEMENT_TIMEOUT": ("10", _seconds),
 }
 
 
@@ -120,7 +135,7 @@ def jwt_secret(configured, instance=INSTANCE):
 
 
 def flask_settings(settings):
-    """What the Flask app and its extensions read, derived from SPEC §1's settings."""
+    """What the Flask app and its extensions read, derived from the settings."""
     url = absolute_sqlite_url(settings["DATABASE_URL"])
     if url.startswith("sqlite:///") and url != "sqlite://":
         Path(url[len("sqlite:///") :].partition("?")[0]).parent.mkdir(parents=True, exist_ok=True)
@@ -132,7 +147,7 @@ def flask_settings(settings):
         "DATABASE_URL": url,
         "TABLES_CONFIG": tables,
         "SQLALCHEMY_DATABASE_URI": url,
-        "SQLALCHEMY_ENGINE_OPTIONS": engine_options(url),
+        "SQLALCHEMY_ENGINE_OPTIONS": engine_options(url, settings["DB_TIMEOUT"]),
         "MAX_CONTENT_LENGTH": 1024 * 1024,
         "RATELIMIT_ENABLED": settings["RATE_LIMITS"],
         "RATELIMIT_STORAGE_URI": settings["RATE_LIMIT_STORAGE_URI"],
@@ -142,11 +157,19 @@ def flask_settings(settings):
     }
 
 
-def engine_options(url):
+def engine_options(url, db_timeout):
+    """SQLAlchemy's engine options: no parameters in error texts, and every wait bounded by
+    DB_TIMEOUT (connecting, reading, writing, waiting for a pooled connection)."""
     # Parameters can hold password hashes: keep them out of exception texts and logs.
     options = {"hide_parameters": True}
     if url.startswith("mysql"):
+        seconds = max(1, math.ceil(db_timeout))
         # Shared hosts drop idle connections; READ COMMITTED lets a waiting refresh see its winner.
         options.update(pool_pre_ping=True, pool_recycle=280, isolation_level="READ COMMITTED")
-        options["connect_args"] = {"connect_timeout": 10}  # an unreachable host answers 503, not hangs
+        options["pool_timeout"] = db_timeout
+        options["connect_args"] = {
+            "connect_timeout": seconds,
+            "read_timeout": seconds,
+            "write_timeout": seconds,
+        }
     return options

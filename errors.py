@@ -219,14 +219,28 @@ def handle_http_exception(exc):
     return response
 
 
+def database_code(exc):
+    """The database's own error code of `exc` (MySQL's errno) and its class: for the log, which never
+    gets the database's text (it can quote the data, a password hash included)."""
+    orig = getattr(exc, "orig", exc)
+    args = getattr(orig, "args", ())
+    code = args[0] if args and isinstance(args[0], int) else None
+    name = type(orig).__name__
+    return f"{name} {code}" if code is not None else name
+
+
+def unavailable():
+    """The 503 of a database that does not answer (stopped, frozen, too slow, connection lost)."""
+    code = Rest.DATABASE_UNAVAILABLE if which_api() == "rest" else Auth.DATABASE_UNAVAILABLE
+    return render(APIError(503, code, "The database is not answering, try again later"))
+
+
 def handle_unexpected(exc):
     """Anything else: a 503 when the database does not answer, else a logged, generic 500."""
     rest = which_api() == "rest"
     if isinstance(exc, OperationalError):
-        # The cause is logged without parameters: they may hold a password hash.
-        log.error("database unavailable: %s", exc.orig.__class__.__name__)
-        code = Rest.DATABASE_UNAVAILABLE if rest else Auth.DATABASE_UNAVAILABLE
-        return render(APIError(503, code, "The database is not answering"))
+        log.error("database unavailable on %s %s: %s", request.method, request.path, database_code(exc))
+        return unavailable()
     log.exception("unexpected error on %s %s", request.method, request.path)
     code = Rest.UNEXPECTED if rest else Auth.UNEXPECTED_FAILURE
     return render(APIError(500, code, "Unexpected failure, please try again"))

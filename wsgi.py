@@ -1,19 +1,30 @@
-"""The WSGI entry point: shared hosting imports `app` from here; `python wsgi.py` serves it with waitress."""
+"""The WSGI entry point: a host that imports `app` (or `application`) from here gets the service;
+`python wsgi.py` serves it with waitress (server.py) and drains on SIGTERM."""
 
 import logging
+import sys
 
 from app import create_app
 
-app = create_app()
+app = application = create_app()
 
-if __name__ == "__main__":
-    from waitress import serve
 
+def main():
+    import server
     import tokens
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     secret = app.config["JWT_SECRET"]
     print(f"anon key:         {tokens.api_key('anon', secret)}")
-    print(f"service_role key: {tokens.api_key('service_role', secret)}")
-    print(f"serving on http://{app.config['HOST']}:{app.config['PORT']}", flush=True)
-    serve(app, host=app.config["HOST"], port=app.config["PORT"], threads=app.config["THREADS"])
+    if sys.stdout.isatty():
+        print(f"service_role key: {tokens.api_key('service_role', secret)}")
+    else:  # a service manager's log is read by more people than should hold this key
+        print("service_role key: not printed to a log; `flask --app app keys` prints it")
+    host, port = app.config["HOST"], app.config["PORT"]
+    running = server.make_server(app, host, port, app.config["THREADS"])
+    print(f"serving on http://{host}:{running.effective_port}", flush=True)
+    server.serve(running)
+
+
+if __name__ == "__main__":
+    main()
