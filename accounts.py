@@ -1,6 +1,8 @@
 """The auth API's work on users: sign-up, sign-in, the current user, updates, and administration.
 Sessions (start, refresh, sign-out) are sessions.py's."""
 
+import hashlib
+
 from flask import current_app
 from limits import parse as parse_limit
 from sqlalchemy import delete, func, insert, select, update
@@ -8,6 +10,7 @@ from sqlalchemy.exc import IntegrityError
 
 import sessions
 import tokens
+from connections import retrying
 from errors import (
     APIError,
     Auth,
@@ -23,6 +26,7 @@ from models import (
     PROFILE_FIELDS,
     Profile,
     Session,
+    SignUpLock,
     load_user,
     required_without_default,
     upsert,
@@ -84,6 +88,7 @@ def create_user(email, password, data):
     """Insert a user (bcrypt hash, active=1, joined=now) and their profile; the new user_id."""
     check_password_strength(password)
     columns, about, extra = split_metadata(data)
+    one_sign_up_at_a_time(email)
     if find_credentials(email) is not None:
         raise user_already_exists()
     users = users_table()
@@ -108,10 +113,22 @@ def create_user(email, password, data):
     return user_id
 
 
+def one_sign_up_at_a_time(email):
+    """Where no unique index on the users table's email guards it, hold a lock row for `email` until
+    this transaction ends: a racing sign-up of the same address waits, then finds the user."""
+    users_table()
+    if state().email_is_unique:
+        return
+    key = hashlib.sha256(email.encode()).hexdigest()
+    db.session.execute(insert(SignUpLock).values(email_key=key))
+    db.session.execute(delete(SignUpLock).where(SignUpLock.email_key == key))
+
+
 def user_already_exists():
     return APIError(422, Auth.USER_ALREADY_EXISTS, "User already registered")
 
 
+@retrying
 def sign_up(email, password, data):
     if config("DISABLE_SIGNUP"):
         raise APIError(422, Auth.SIGNUP_DISABLED, "Signups not allowed for this instance")
@@ -143,6 +160,7 @@ class FailedSignIns:
             limiter.limiter.hit(FAILED_SIGN_INS, *self.keys)
 
 
+@retrying
 def sign_in(email, password):
     failures = FailedSignIns(email)
     failures.check()
@@ -173,6 +191,7 @@ def current_user(user_id):
     return user_object(row)
 
 
+@retrying
 def update_user(who, fields):
     """PATCH/PUT /user: flat fields win over the same keys in `data`; a new password ends the
     user's other sessions."""
@@ -212,13 +231,20 @@ def change_user(user_id, fields, keep_session=None):
     if "about" in fields or "about" in data:
         profile["about"] = about
     if extra_changes:
-        stored = db.session.get(Profile, user_id)
-        extra = dict((stored.extra if stored is not None else None) or {})
+        extra = dict(locked_extra(user_id) or {})
         extra.update(extra_changes)
         profile["extra"] = {k: v for k, v in extra.items() if v is not None} or None
     upsert(Profile.__table__, profile, ["user_id"])
     if "password" in fields:
         sessions.end(Session.user_id == user_id, Session.id != keep_session)
+
+
+def locked_extra(user_id):
+    """The user's stored metadata, their profile row locked until the transaction ends, so that
+    concurrent merges into it are applied one after the other and none is lost."""
+    upsert(Profile.__table__, {"user_id": user_id}, ["user_id"])  # a row to lock, and on SQLite the lock
+    found = select(Profile.extra).where(Profile.user_id == user_id).with_for_update()
+    return db.session.execute(found).scalar()
 
 
 def email_exists():
@@ -259,6 +285,7 @@ def admin_list_users(page, per_page):
     return [user_object(row) for row in rows], total
 
 
+@retrying
 def admin_create_user(fields):
     active = fields.pop("active", True)
     data = {**(fields.pop("user_metadata", None) or {}), **(fields.pop("data", None) or {})}
@@ -270,6 +297,7 @@ def admin_create_user(fields):
     return admin_get_user(user_id)
 
 
+@retrying
 def admin_update_user(user_id, fields):
     """PUT /admin/users/{id}: profile fields, password (ending every session), `active`."""
     admin_get_user(user_id)
@@ -284,6 +312,7 @@ def admin_update_user(user_id, fields):
     return admin_get_user(user_id)
 
 
+@retrying
 def admin_delete_user(user_id):
     """Delete the user's row, profile and sessions."""
     admin_get_user(user_id)

@@ -7,7 +7,7 @@ import logging
 import math
 import time
 
-from flask import current_app
+from flask import current_app, request
 from sqlalchemy import event
 from sqlalchemy.exc import DBAPIError
 
@@ -94,7 +94,9 @@ def end_transaction(response):
     try:
         db.session.rollback()
     except DBAPIError as exc:
-        log.error("database unavailable at the end of %s: %s", response.status_code, database_code(exc))
-        db.session.invalidate()
+        log.error(
+            "database unavailable at the end of %s %s: %s", request.method, request.path, database_code(exc)
+        )
+        db.session().invalidate()  # the connection is gone: the pool must not hand it out again
         return current_app.make_response(unavailable())
     return response

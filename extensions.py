@@ -31,6 +31,7 @@ class Minibase:
     dummy_hash: str  # a hash at the configured cost, checked when a sign-in names no user
     policies: dict = field(default_factory=dict)  # table name -> policies.Policy, from tables.toml
     users: object = None  # the users table, reflected on first use
+    email_is_unique: bool = True  # whether a unique index on users.email guards sign-ups
     schema: Schema = field(default_factory=Schema)
 
 

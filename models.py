@@ -1,6 +1,8 @@
 """The service's own tables, the users table as another application may have made it, and a user as
 the auth API shows them."""
 
+import logging
+
 from flask import current_app
 from sqlalchemy import (
     JSON,
@@ -10,9 +12,11 @@ from sqlalchemy import (
     ForeignKey,
     Integer,
     MetaData,
+    PrimaryKeyConstraint,
     String,
     Table,
     Text,
+    UniqueConstraint,
     select,
 )
 from sqlalchemy.dialects import mysql, sqlite
@@ -20,11 +24,14 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from extensions import db, state
 
+log = logging.getLogger("minibase")
+
 # Prefixed so they cannot collide with the tables of the application that shares the database.
 SERVICE_TABLES = (
     "minibase_sessions",
     "minibase_refresh_tokens",
     "minibase_profiles",
+    "minibase_signup_locks",
     "minibase_alembic_version",
 )
 USER_COLUMNS = (
@@ -78,6 +85,15 @@ class Profile(db.Model):
     last_sign_in_at = mapped_column(DateTime)
 
 
+class SignUpLock(db.Model):
+    """Held, inside a sign-up's transaction, for the e-mail address being signed up, where no unique
+    index on the users table's email column keeps two racing sign-ups from both inserting it."""
+
+    __tablename__ = "minibase_signup_locks"
+
+    email_key: Mapped[str] = mapped_column(String(64), primary_key=True)  # sha256 of the address
+
+
 def users_table():
     """The users table as it is in the database, reflected once per app."""
     cache = state()
@@ -87,8 +103,27 @@ def users_table():
         missing = [c for c in USER_COLUMNS if c not in table.c]
         if missing:
             raise RuntimeError(f"users table {name!r} lacks the columns {', '.join(missing)}")
+        cache.email_is_unique = email_is_unique(table)
+        if not cache.email_is_unique:
+            log.warning(
+                "users table %r has no unique index on email: sign-ups of one address are "
+                "serialized through minibase_signup_locks instead",
+                name,
+            )
         cache.users = table
     return cache.users
+
+
+def email_is_unique(table):
+    """Whether a unique index or constraint on the email column alone guards the users table."""
+    for index in table.indexes:
+        if index.unique and [column.name for column in index.columns] == ["email"]:
+            return True
+    for constraint in table.constraints:
+        if isinstance(constraint, UniqueConstraint | PrimaryKeyConstraint):
+            if [column.name for column in constraint.columns] == ["email"]:
+                return True
+    return False
 
 
 def required_without_default(table):

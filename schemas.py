@@ -1,5 +1,7 @@
 """What the auth API accepts in a body, as marshmallow schemas; a misfit is a 400 validation_failed."""
 
+import json
+
 from flask import request
 from marshmallow import EXCLUDE, RAISE, Schema, ValidationError, fields, pre_load, validate
 
@@ -23,6 +25,8 @@ IGNORED_USER_FIELDS = frozenset(
 
 
 def _not_too_long(password):
+    if "\0" in password:  # bcrypt refuses it; a C library behind another app would cut there
+        raise ValidationError("Password cannot contain a NUL character.")
     if len(password.encode()) > MAX_BYTES:
         raise ValidationError(f"Password cannot be longer than {MAX_BYTES} bytes.")
 
@@ -104,9 +108,41 @@ class PageSchema(Schema):
     per_page = fields.Integer(load_default=50, validate=validate.Range(min=1, max=1000))
 
 
+MAX_DEPTH = 32  # of nested objects and arrays in a body
+
+
+def _refuse_constant(name):
+    raise ValueError(f"{name} is not JSON")
+
+
+def strict_json(raw):
+    """`raw` bytes parsed as strict JSON: UTF-8, no NaN or Infinity, no unpaired surrogate (it cannot
+    be stored), at most MAX_DEPTH levels. A ValueError for anything else."""
+    try:
+        data = json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant)
+    except RecursionError:
+        raise ValueError("too deeply nested") from None
+    pending = [(data, 1)]
+    while pending:
+        value, depth = pending.pop()
+        if isinstance(value, dict | list):
+            if depth > MAX_DEPTH:
+                raise ValueError("too deeply nested")
+            items = value.items() if isinstance(value, dict) else enumerate(value)
+            for key, item in items:
+                pending.append((key, depth))
+                pending.append((item, depth + 1))
+        elif isinstance(value, str):
+            value.encode("utf-8")  # UnicodeEncodeError (a ValueError) for an unpaired surrogate
+    return data
+
+
 def json_body():
     """The request body as a JSON object, or a 400 bad_json."""
-    body = request.get_json(force=True, silent=True)
+    try:
+        body = strict_json(request.get_data(cache=True))
+    except ValueError:
+        body = None
     if not isinstance(body, dict):
         raise APIError(400, Auth.BAD_JSON, "Could not parse request body as JSON")
     return body

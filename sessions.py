@@ -8,6 +8,7 @@ from flask import current_app
 from sqlalchemy import delete, select, update
 
 import tokens
+from connections import retrying
 from errors import APIError, Auth, refresh_token_not_found, user_inactive, validation_failed
 from extensions import db
 from models import Profile, RefreshToken, Session, load_user, upsert, user_object
@@ -95,6 +96,7 @@ def session_object(row, session, refresh):
 # --- refreshing
 
 
+@retrying
 def refresh(token):
     """Rotate a refresh token: single use, a grace interval (REFRESH_TOKEN_REUSE_INTERVAL) for racing
     retries, and a reuse after it revokes the whole session as theft."""
@@ -105,6 +107,13 @@ def refresh(token):
             raise APIError(400, Auth.SESSION_EXPIRED, "Invalid Refresh Token: Session Expired") from None
         raise refresh_token_not_found() from None
     now = tokens.utcnow()
+    # Locks are taken in one order everywhere, the session's row first (as end() does), so that a
+    # refresh racing a logout waits for it instead of deadlocking with it.
+    session = db.session.execute(
+        select(Session).where(Session.id == claims["sid"]).with_for_update()
+    ).scalar_one_or_none()
+    if session is None:
+        raise refresh_token_not_found()
     # The conditional UPDATE is the lock: of two racing requests exactly one rotates the token.
     rotated = db.session.execute(
         update(RefreshToken)
@@ -114,10 +123,7 @@ def refresh(token):
     row = db.session.execute(
         select(RefreshToken).where(RefreshToken.token == claims["jti"])
     ).scalar_one_or_none()
-    if row is None or row.session_id != claims["sid"]:
-        raise refresh_token_not_found()
-    session = db.session.get(Session, row.session_id)
-    if session is None:
+    if row is None or row.session_id != session.id:
         raise refresh_token_not_found()
     if rotated:
         current = _new_refresh_token(session.id, parent=row.token)
@@ -155,12 +161,15 @@ def _reuse(row, session, now):
 
 
 def end(*conditions):
-    """Delete the sessions matching `conditions` and their refresh tokens: their tokens die at once."""
-    doomed = select(Session.id).where(*conditions)
-    db.session.execute(delete(RefreshToken).where(RefreshToken.session_id.in_(doomed)))
-    db.session.execute(delete(Session).where(*conditions))
+    """Delete the sessions matching `conditions` and their refresh tokens: their tokens die at once.
+    The sessions' rows are locked first, in the order a refresh takes its locks."""
+    doomed = db.session.execute(select(Session.id).where(*conditions).with_for_update()).scalars().all()
+    if doomed:
+        db.session.execute(delete(RefreshToken).where(RefreshToken.session_id.in_(doomed)))
+        db.session.execute(delete(Session).where(Session.id.in_(doomed)))
 
 
+@retrying
 def sign_out(who, scope):
     """End the caller's session (`local`), their other sessions (`others`) or all of them (`global`)."""
     if scope not in LOGOUT_SCOPES:

@@ -1,0 +1,147 @@
+"""Faults made for real: a database frozen with SIGSTOP, statements past STATEMENT_TIMEOUT, a
+connection killed at the end of a request. Each gets the documented JSON 503 in bounded time, and
+nothing a client did not see acknowledged is changed."""
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pymysql
+import pytest
+import sqlalchemy as sa
+
+from extensions import db
+from support import Api
+
+ROWS = 4000
+NOTE = "x" * 190 + "end"
+# Each condition matches every row, late and after much backtracking, so none cuts the work short.
+SLOW_FILTERS = "&".join(f"note=like.*{'x' * k}end*" for k in range(1, 150))
+
+
+def mysql_connection(url):
+    return pymysql.connect(
+        host=url.host, port=url.port or 3306, user=url.username, password=url.password or "", autocommit=True
+    )
+
+
+@pytest.fixture
+def slow_table(database_url, tmp_path):
+    """A table of ROWS rows whose notes every SLOW_FILTERS condition matches, exposed to anon."""
+    engine = sa.create_engine(database_url)
+    table = sa.Table(
+        "slow",
+        sa.MetaData(),
+        sa.Column("id", sa.Integer, primary_key=True),
+        sa.Column("note", sa.String(200), nullable=False),
+        sa.Column("flag", sa.Integer, nullable=False, server_default="0"),
+    )
+    table.create(engine)
+    with engine.begin() as connection:
+        connection.execute(table.insert(), [{"id": i, "note": NOTE} for i in range(1, ROWS + 1)])
+    config = tmp_path / "tables.toml"
+    config.write_text('[tables.slow]\nselect = "anon"\nupdate = "anon"\n')
+    yield engine, table, str(config)
+    engine.dispose()
+
+
+def flagged(engine, table):
+    with engine.connect() as connection:
+        return connection.execute(sa.select(sa.func.count()).where(table.c.flag == 1)).scalar()
+
+
+def test_a_statement_past_the_timeout_is_a_503_and_changes_nothing(make_app, anon_key, slow_table):
+    engine, table, config = slow_table
+    api = Api(make_app(TABLES_CONFIG=config, STATEMENT_TIMEOUT=0.2), anon_key)
+
+    started = time.monotonic()
+    response = api.get(f"/rest/v1/slow?select=id&limit=1&{SLOW_FILTERS}", headers={"Prefer": "count=exact"})
+    took = time.monotonic() - started
+    assert response.status_code == 503, response.get_data(as_text=True)[:300]
+    assert response.json["code"] == 503 and "not answering" in response.json["message"]
+    assert took < 5
+
+    response = api.patch(f"/rest/v1/slow?{SLOW_FILTERS}", json={"flag": 1})
+    assert response.status_code == 503
+    assert flagged(engine, table) == 0
+
+    # The same request without the load is answered: the limit is per statement, not a broken state.
+    assert api.get("/rest/v1/slow?id=eq.1&select=id").json == [{"id": 1}]
+
+
+def test_the_same_request_under_the_default_timeout_is_answered(make_app, anon_key, slow_table):
+    engine, table, config = slow_table
+    api = Api(make_app(TABLES_CONFIG=config), anon_key)
+    response = api.get(f"/rest/v1/slow?select=id&limit=5&{SLOW_FILTERS}")
+    assert response.status_code == 200 and len(response.json) == 5
+
+
+@pytest.mark.mysql
+@pytest.mark.parametrize("backend", ["mysql"])
+def test_a_frozen_database_answers_503_in_bounded_time_and_recovery_is_automatic(
+    make_app, anon_key, mariadb_server
+):
+    """mariadbd stopped with SIGSTOP: connections stay open but nothing answers, the fault that hung
+    every request for as long as the freeze lasted."""
+    if os.environ.get("TEST_DATABASE_URL"):
+        pytest.skip("needs the throwaway mariadbd the suite starts itself")
+    app = make_app(DB_TIMEOUT=1)
+    api = Api(app, anon_key)
+    token = api.sign_up()["access_token"]
+    assert api.get("/health").status_code == 200
+    connection = mysql_connection(mariadb_server)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT @@pid_file")
+        pid = int(Path(cursor.fetchone()[0]).read_text())
+    connection.close()
+
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        for path, headers in (("/health", {}), ("/auth/v1/user", {"Authorization": f"Bearer {token}"})):
+            started = time.monotonic()
+            response = api.get(path, headers=headers)
+            took = time.monotonic() - started
+            assert response.status_code == 503, (path, response.get_data(as_text=True))
+            assert response.is_json
+            assert took < 6, (path, took)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+    deadline = time.monotonic() + 10
+    while api.get("/health").status_code != 200:
+        assert time.monotonic() < deadline, "the service did not recover"
+        time.sleep(0.2)
+    assert api.get("/auth/v1/user", token=token).status_code == 200
+
+
+@pytest.mark.mysql
+@pytest.mark.parametrize("backend", ["mysql"])
+def test_a_connection_killed_at_the_end_of_a_request_is_a_json_503(
+    make_app, anon_key, mariadb_server, database_url
+):
+    """The request's work is done, then its connection dies before the transaction ends: the client
+    gets the documented JSON body, not a bare 500 from teardown."""
+    app = make_app()
+    killing = []
+
+    def kill_my_connection(response):
+        if killing:
+            own_id = db.session.execute(sa.text("SELECT CONNECTION_ID()")).scalar()
+            admin = mysql_connection(mariadb_server)
+            with admin.cursor() as cursor:
+                cursor.execute(f"KILL {int(own_id)}")
+            admin.close()
+        return response
+
+    # Registered last, so it runs first among the after_request functions: before the transaction ends.
+    app.after_request(kill_my_connection)
+    api = Api(app, anon_key)
+    token = api.sign_up()["access_token"]
+
+    killing.append(True)
+    response = api.get("/auth/v1/user", token=token)
+    assert response.status_code == 503, response.get_data(as_text=True)
+    assert response.json["error_code"] == "database_unavailable"
+    killing.clear()
+    assert api.get("/auth/v1/user", token=token).status_code == 200
