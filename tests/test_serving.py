@@ -1,0 +1,147 @@
+"""The service as `python wsgi.py` runs it: a drain on SIGTERM and SIGINT, idle and half-sent
+connections that cannot take it offline, the headers every response carries, and a request log
+without secrets."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+import tokens
+from support import SECRET, free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def start(tmp_path):
+    """Start `python wsgi.py` on SQLite with `settings`; yields (process, base URL, anon key)."""
+    started = []
+
+    def run(**settings):
+        port = free_port()
+        env = {
+            **os.environ,
+            "DATABASE_URL": f"sqlite:///{tmp_path}/serving.db",
+            "JWT_SECRET": SECRET,
+            "PORT": str(port),
+            "RATE_LIMITS": "off",
+            **{name: str(value) for name, value in settings.items()},
+        }
+        log = open(tmp_path / f"server-{port}.log", "w+")
+        process = subprocess.Popen(
+            [sys.executable, "wsgi.py"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log
+        )
+        started.append((process, log))
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                requests.get(f"{base}/health", timeout=1)
+                break
+            except requests.ConnectionError:
+                assert process.poll() is None and time.monotonic() < deadline, "wsgi.py did not start"
+                time.sleep(0.05)
+        process.log = log
+        return process, base, tokens.api_key("anon", SECRET)
+
+    yield run
+    for process, log in started:
+        process.kill()
+        process.wait(timeout=10)
+        log.close()
+
+
+def server_log(process):
+    process.log.flush()
+    process.log.seek(0)
+    return process.log.read()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_stop_signal_drains_the_requests_in_flight_and_exits_0(start, signum):
+    # bcrypt at cost 12 takes a good fraction of a second: the sign-ups are in flight for a while.
+    process, base, anon = start(BCRYPT_ROUNDS=12, THREADS=4)
+    results = {}
+
+    def sign_up(n):
+        try:
+            response = requests.post(
+                f"{base}/auth/v1/signup",
+                json={"email": f"drain{n}@example.com", "password": "secret-pw"},
+                headers={"apikey": anon},
+                timeout=60,
+            )
+            results[n] = response.status_code
+        except requests.RequestException as exc:
+            results[n] = type(exc).__name__
+
+    threads = [threading.Thread(target=sign_up, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.3)
+    process.send_signal(signum)
+    for thread in threads:
+        thread.join(timeout=60)
+    assert process.wait(timeout=40) == 0
+    assert results == {n: 200 for n in range(8)}, results
+    with pytest.raises(requests.ConnectionError):
+        requests.get(f"{base}/health", timeout=2)
+    assert "finishing the requests in flight" in server_log(process)
+
+
+def test_idle_and_half_sent_connections_leave_room_to_answer(start):
+    """A hundred and fifty clients that send half a header and stop: waitress's default limit of
+    100 connections once took the service offline for everyone."""
+    process, base, _ = start()
+    host, port = base.removeprefix("http://").split(":")
+    idle = []
+    try:
+        for _ in range(150):
+            sock = socket.create_connection((host, int(port)), timeout=5)
+            sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")
+            idle.append(sock)
+        started = time.monotonic()
+        response = requests.get(f"{base}/health", timeout=10)
+        assert response.status_code == 200
+        assert time.monotonic() - started < 5
+    finally:
+        for sock in idle:
+            sock.close()
+
+
+def test_one_log_line_per_request_without_keys_or_tokens(start):
+    process, base, anon = start()
+    session = requests.post(
+        f"{base}/auth/v1/signup",
+        json={"email": "log@example.com", "password": "secret-pw"},
+        headers={"apikey": anon},
+        timeout=10,
+    ).json()
+    requests.get(f"{base}/rest/v1/nothing?select=id&apikey={anon}", timeout=10)
+    requests.get(f"{base}/auth/v1/user?apikey={anon}&access_token={session['access_token']}", timeout=10)
+    time.sleep(0.2)
+    text = server_log(process)
+    assert "POST /auth/v1/signup 200" in text
+    assert "GET /rest/v1/nothing?select=id&apikey=*** 404" in text
+    for secret in (anon, session["access_token"], session["refresh_token"], "secret-pw", "$2b$"):
+        assert secret not in text
+
+
+def test_responses_carry_nosniff_and_auth_responses_no_store(api):
+    session = api.sign_up()
+    signed_in = api.sign_in()
+    assert signed_in.headers["Cache-Control"] == "no-store"
+    assert signed_in.headers["X-Content-Type-Options"] == "nosniff"
+    user = api.get("/auth/v1/user", token=session["access_token"])
+    assert user.headers["Cache-Control"] == "no-store"
+    for response in (api.get("/rest/v1/nothing"), api.get("/health"), api.get("/rest/v1/")):
+        assert response.headers["X-Content-Type-Options"] == "nosniff"
+        assert "no-store" not in response.headers.get("Cache-Control", "")
