@@ -62,9 +62,34 @@ def reflected(name, columns=(), force=False):
 
 def _reflect(name):
     try:
-        return sa.Table(name, sa.MetaData(), autoload_with=db.engine, resolve_fks=False)
+        table = sa.Table(name, sa.MetaData(), autoload_with=db.engine, resolve_fks=False)
+        table.info["unique_sets"] = _unique_sets(table)
     except NoSuchTableError:
         return None
+    return table
+
+
+def _unique_sets(table):
+    """The column sets that identify a row: the primary key, unique constraints and unique indexes
+    without a WHERE clause. On SQLite the indexes behind UNIQUE constraints are asked for too:
+    SQLAlchemy misses a column's own UNIQUE when its type has a length (`name VARCHAR(50) UNIQUE`)."""
+    sets = [frozenset(c.key for c in primary_key(table))]
+    sets += [
+        frozenset(c.key for c in constraint.columns)
+        for constraint in table.constraints
+        if isinstance(constraint, sa.UniqueConstraint)
+    ]
+    if dialect() == "sqlite":
+        found = sa.inspect(db.engine).get_indexes(table.name, include_auto_indexes=True)
+        indexes = [
+            index["column_names"]
+            for index in found
+            if index["unique"] and index["dialect_options"].get("sqlite_where") is None
+        ]
+    else:
+        indexes = [[c.key for c in index.columns] for index in table.indexes if index.unique]
+    sets += [frozenset(names) for names in indexes if names and None not in names]
+    return list({s: None for s in sets if s})
 
 
 def primary_key(table):
@@ -72,13 +97,8 @@ def primary_key(table):
 
 
 def unique_sets(table):
-    """The column sets that identify a row: the primary key, unique constraints and unique indexes."""
-    sets = [frozenset(c.key for c in primary_key(table))]
-    for constraint in table.constraints:
-        if isinstance(constraint, sa.UniqueConstraint):
-            sets.append(frozenset(c.key for c in constraint.columns))
-    sets.extend(frozenset(c.key for c in index.columns) for index in table.indexes if index.unique)
-    return [s for s in sets if s]
+    """The column sets an upsert may name in on_conflict, found when the table was reflected."""
+    return table.info["unique_sets"]
 
 
 def generated(table, column):

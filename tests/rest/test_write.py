@@ -4,6 +4,7 @@ what the database refuses."""
 import threading
 
 import pytest
+import sqlalchemy as sa
 
 from support import assert_rest_error
 
@@ -415,3 +416,46 @@ def test_concurrent_upserts_and_patches_of_the_same_keys(rest):
     assert sorted(set(statuses)) == [200, 201]
     rows = rest.anon.get("/rest/v1/items?code=like.K*").json
     assert sorted(row["code"] for row in rows) == [f"K{i}" for i in range(10)]
+
+
+TAGS_TOML = '[tables.tags]\nselect = "anon"\ninsert = "anon"\nupdate = "anon"\ndelete = "anon"\n'
+
+
+@pytest.fixture
+def tags(make_rest, tmp_path):
+    """A table whose name column is declared UNIQUE in its own definition, not as a table constraint."""
+    config = tmp_path / "tags.toml"
+    config.write_text(TAGS_TOML)
+    env = make_rest(TABLES_CONFIG=str(config))
+    sqlite = env.engine.dialect.name == "sqlite"
+    key = "INTEGER PRIMARY KEY" + ("" if sqlite else " AUTO_INCREMENT")
+    env.execute(sa.text(f"CREATE TABLE tags (id {key}, name VARCHAR(50) NOT NULL UNIQUE, uses INTEGER)"))
+    if sqlite:  # a partial index does not make its columns a key
+        env.execute(sa.text("CREATE UNIQUE INDEX tags_uses ON tags (uses) WHERE uses > 0"))
+    return env
+
+
+def test_upsert_on_a_column_declared_unique_in_its_definition(tags):
+    prefer = {"Prefer": "return=representation,resolution=merge-duplicates"}
+    first = tags.anon.post("/rest/v1/tags?on_conflict=name", json={"name": "red", "uses": 1}, headers=prefer)
+    assert first.status_code == 201 and first.json == [{"id": 1, "name": "red", "uses": 1}]
+    again = tags.anon.post(
+        "/rest/v1/tags?on_conflict=name",
+        json=[{"name": "red", "uses": 2}, {"name": "blue", "uses": None}],
+        headers=prefer,
+    )
+    assert again.status_code == 201
+    assert again.json == [{"id": 1, "name": "red", "uses": 2}, {"id": 2, "name": "blue", "uses": None}]
+    ignored = tags.anon.post(
+        "/rest/v1/tags?on_conflict=name",
+        json={"name": "red", "uses": 9},
+        headers={"Prefer": "return=representation,resolution=ignore-duplicates"},
+    )
+    assert ignored.status_code == 201 and ignored.json == []
+    assert tags.anon.get("/rest/v1/tags?select=name,uses&order=id").json == [
+        {"name": "red", "uses": 2},
+        {"name": "blue", "uses": None},
+    ]
+    assert_rest_error(
+        tags.anon.post("/rest/v1/tags?on_conflict=uses", json={"name": "x"}, headers=prefer), 400
+    )
