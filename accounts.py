@@ -95,6 +95,7 @@ def create_user(email, password, data):
     for name in required_without_default(users):
         if columns.get(name) is None:
             columns[name] = ""
+    check_lengths({**columns, "email": email}, about)
     now = tokens.utcnow()
     values = {
         **columns,
@@ -122,6 +123,21 @@ def one_sign_up_at_a_time(email):
     key = hashlib.sha256(email.encode()).hexdigest()
     db.session.execute(insert(SignUpLock).values(email_key=key))
     db.session.execute(delete(SignUpLock).where(SignUpLock.email_key == key))
+
+
+ABOUT_BYTES = 65535  # a TEXT column on MySQL/MariaDB
+
+
+def check_lengths(columns, about=None):
+    """A 400 naming the field when a value is longer than its users-table column holds (the database
+    would refuse it, or on a lax server cut it)."""
+    users = users_table()
+    for name, value in columns.items():
+        length = getattr(users.c[name].type, "length", None)
+        if isinstance(value, str) and length is not None and len(value) > length:
+            raise validation_failed(f"{name}: Longer than maximum length {length}.")
+    if about is not None and len(about.encode()) > ABOUT_BYTES:
+        raise validation_failed(f"about: Longer than maximum length {ABOUT_BYTES} bytes.")
 
 
 def user_already_exists():
@@ -215,6 +231,7 @@ def change_user(user_id, fields, keep_session=None):
         if found is not None and found.user_id != user_id:
             raise email_exists()
         columns["email"] = fields["email"]
+    check_lengths(columns, about if "about" in fields or "about" in data else None)
     if "password" in fields:
         check_password_strength(fields["password"])
         stored = db.session.execute(select(users.c.password).where(users.c.user_id == user_id)).scalar_one()

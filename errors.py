@@ -8,7 +8,7 @@ reads them as a string `code`; a plain client gets the HTTP status as an integer
 import logging
 
 from flask import json, request
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DataError, OperationalError
 from werkzeug.exceptions import HTTPException
 
 log = logging.getLogger("minibase")
@@ -241,6 +241,12 @@ def handle_unexpected(exc):
     if isinstance(exc, OperationalError):
         log.error("database unavailable on %s %s: %s", request.method, request.path, database_code(exc))
         return unavailable()
+    if isinstance(exc, DataError):
+        # A value the database refused (too long, a character its charset lacks) that no check above
+        # caught: the client's doing, so a 400, named by the database's code only in the log.
+        log.warning("database refused a value on %s %s: %s", request.method, request.path, database_code(exc))
+        code = Rest.INVALID_TEXT if rest else Auth.VALIDATION_FAILED
+        return render(APIError(400, code, "A value does not fit its column"))
     log.exception("unexpected error on %s %s", request.method, request.path)
     code = Rest.UNEXPECTED if rest else Auth.UNEXPECTED_FAILURE
     return render(APIError(500, code, "Unexpected failure, please try again"))

@@ -1,0 +1,68 @@
+"""Input that once made the auth API answer 5xx: JSON that is not strictly JSON, NUL characters,
+values longer than their column, on both databases. Each is a 400 and stores nothing."""
+
+import pytest
+
+from support import assert_auth_error
+
+BODIES = {
+    "NaN": b'{"email": "a@example.com", "password": NaN}',
+    "Infinity": b'{"email": "a@example.com", "password": "secret-pw", "data": {"n": -Infinity}}',
+    "lone surrogate": b'{"email": "a@example.com", "password": "secret-pw", "data": {"x": "\\ud800"}}',
+    "deep": b'{"email": "a@example.com", "password": "secret-pw", "data": '
+    + b'{"a": ' * 40
+    + b"1"
+    + b"}" * 40
+    + b"}",
+    "very deep": b"[" * 100_000 + b"]" * 100_000,
+    "latin-1 bytes": '{"email": "a@example.com", "password": "sécret-pw"}'.encode("latin-1"),
+}
+
+
+@pytest.mark.parametrize("name", BODIES)
+def test_bodies_that_are_not_strict_json_are_bad_json(api, name):
+    response = api.post("/auth/v1/signup", data=BODIES[name], headers={"Content-Type": "application/json"})
+    assert_auth_error(response, 400, "bad_json")
+    assert_auth_error(api.sign_in("a@example.com", "secret-pw"), 400, "invalid_credentials")
+
+
+def test_a_nul_in_a_password_is_refused_not_a_500(api):
+    response = api.post("/auth/v1/signup", json={"email": "nul@example.com", "password": "secret\0pw"})
+    assert "NUL" in assert_auth_error(response, 400, "validation_failed")["msg"]
+    session = api.sign_up()
+    response = api.put("/auth/v1/user", token=session["access_token"], json={"password": "new\0password"})
+    assert_auth_error(response, 400, "validation_failed")
+    assert_auth_error(api.sign_in("ann@example.com", "secret\0pw"), 400, "validation_failed")
+
+
+@pytest.mark.parametrize("field", ["username", "first_name", "last_name"])
+def test_a_value_longer_than_its_column_is_a_400_naming_it(api, field):
+    response = api.post(
+        "/auth/v1/signup",
+        json={"email": "long@example.com", "password": "secret-pw", "data": {field: "x" * 10_000}},
+    )
+    assert field in assert_auth_error(response, 400, "validation_failed")["msg"]
+    session = api.sign_up()
+    response = api.put("/auth/v1/user", token=session["access_token"], json={field: "y" * 10_000})
+    assert field in assert_auth_error(response, 400, "validation_failed")["msg"]
+    user = api.get("/auth/v1/user", token=session["access_token"]).json
+    assert user["user_metadata"][field] is None
+
+
+def test_an_email_longer_than_its_column_and_a_huge_about(api):
+    response = api.post(
+        "/auth/v1/signup", json={"email": "x" * 300 + "@example.com", "password": "secret-pw"}
+    )
+    assert_auth_error(response, 400, "validation_failed")
+    session = api.sign_up()
+    response = api.put("/auth/v1/user", token=session["access_token"], json={"about": "é" * 40_000})
+    assert "about" in assert_auth_error(response, 400, "validation_failed")["msg"]
+    ok = api.put("/auth/v1/user", token=session["access_token"], json={"about": "é" * 30_000})
+    assert ok.status_code == 200 and ok.json["user_metadata"]["about"] == "é" * 30_000
+
+
+def test_non_latin_names_round_trip(api):
+    session = api.sign_up(username="Jürgen", first_name="Олена", last_name="山田 🙂")
+    user = api.get("/auth/v1/user", token=session["access_token"]).json
+    assert user["user_metadata"]["first_name"] == "Олена"
+    assert user["user_metadata"]["last_name"] == "山田 🙂"
