@@ -88,8 +88,12 @@ class Write:
     columns_param: list | None = None
     on_conflict: list | None = None
 
+    def written(self):
+        """The columns the body sets."""
+        return {key for row in self.rows for key in row}
+
     def columns(self):
-        names = self.query.columns() | {key for row in self.rows for key in row}
+        names = self.query.columns() | self.written()
         return names | set(self.columns_param or ()) | set(self.on_conflict or ())
 
 
@@ -268,7 +272,8 @@ def _transaction(name, access, columns, work, request, commit=False):
             if attempt < ATTEMPTS and (force or tables.deadlock(exc)):
                 log.info("table %s: %s, trying again", name, type(exc.orig).__name__)
                 continue
-            refusal = tables.refusal(exc, table)
+            written = request.written() if isinstance(request, Write) else set()
+            refusal = tables.refusal(exc, table, written)
             if refusal is None:
                 raise
             raise database_error(refusal, table) from None

@@ -192,12 +192,15 @@ class Refusal:
     column: str | None = None
 
 
-def refusal(exc, table):
-    """What the client did wrong, read from a database error; None when it is not the client's."""
+def refusal(exc, table, written=()):
+    """What the client did wrong, read from a database error; None when it is not the client's.
+    `written` names the columns the request sets, which tells SQLite's foreign key errors apart."""
     if dialect() == "sqlite":
         text = str(exc.orig)
         found = SQLITE_COLUMN.search(text)
         kind = next((v for k, v in SQLITE_KINDS.items() if text.startswith(k)), None)
+        if kind == "foreign_key":
+            kind = _sqlite_foreign_key(exc, table, written)
     else:
         found = MYSQL_COLUMN.search(str(getattr(exc.orig, "args", ("", ""))[-1]))
         kind = MYSQL_KINDS.get(_mysql_code(exc))
@@ -209,6 +212,18 @@ def refusal(exc, table):
         else:
             return None
     return Refusal(kind, found.group(1) if found and found.group(1) in table.c else None)
+
+
+def _sqlite_foreign_key(exc, table, written):
+    """SQLite says "FOREIGN KEY constraint failed" both for a row that points nowhere and for a row
+    others still point to. A DELETE can only be the second; an INSERT only the first; an UPDATE is
+    the first when it sets one of the table's own foreign key columns, else the second."""
+    verb = (exc.statement or "").lstrip()[:6].upper()
+    if verb == "DELETE":
+        return "referenced"
+    if verb == "UPDATE" and not {key.parent.key for key in table.foreign_keys} & set(written):
+        return "referenced"
+    return "foreign_key"
 
 
 # --- reading

@@ -52,11 +52,35 @@ def test_a_plain_client_gets_the_status(rest, method, path, body, headers, statu
     assert_rest_error(response, status, sent=path)
 
 
-def test_deleting_a_referenced_row_is_a_foreign_key_violation(rest):
+MISSING = 'foreign key violation: a value in table "children" refers to a missing row'
+REFERENCED = 'foreign key violation: other rows still refer to this row of table "items"'
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "message"),
+    [
+        ("delete", "/rest/v1/items?id=eq.1", None, REFERENCED),
+        ("delete", "/rest/v1/items?id=lte.2", None, REFERENCED),
+        ("patch", "/rest/v1/items?id=eq.1", {"id": 100}, REFERENCED),
+        ("patch", "/rest/v1/items?id=eq.1", {"id": 100, "name": "x"}, REFERENCED),
+        ("patch", "/rest/v1/children?id=eq.1", {"item_id": 999}, MISSING),
+        ("post", "/rest/v1/children", {"item_id": 999}, MISSING),
+        ("post", "/rest/v1/children", [{"item_id": 2}, {"item_id": 999}], MISSING),
+    ],
+)
+@pytest.mark.parametrize("returns", ["minimal", "representation"])
+def test_foreign_key_violations_say_which_side_on_both_databases(rest, method, path, body, message, returns):
     assert rest.anon.post("/rest/v1/children", json={"item_id": 1}).status_code == 201
-    response = rest.anon.delete("/rest/v1/items?id=eq.1", headers=SDK_HEADERS[0])
-    assert response.status_code == 409 and response.json["code"] == "23503"
-    assert_rest_error(rest.anon.delete("/rest/v1/items?id=eq.1"), 409)
+    headers = {"Prefer": f"return={returns}"}
+    response = getattr(rest.anon, method)(path, json=body, headers={**headers, **SDK_HEADERS[0]})
+    assert response.status_code == 409 and response.json["code"] == "23503", response.json
+    assert response.json["message"] == message
+    assert (
+        assert_rest_error(getattr(rest.anon, method)(path, json=body, headers=headers), 409)["message"]
+        == message
+    )
+    assert len(rest.rows("items")) == 5 and rest.rows("items")[0]["id"] == 1
+    assert [row["item_id"] for row in rest.rows("children")] == [1]
 
 
 def test_another_users_owner_column_is_a_permission_error(rest):
