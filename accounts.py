@@ -2,6 +2,7 @@
 Sessions (start, refresh, sign-out) are sessions.py's."""
 
 import hashlib
+from collections import Counter
 
 from flask import current_app
 from limits import parse as parse_limit
@@ -34,9 +35,19 @@ from models import (
     user_query,
     users_table,
 )
-from passwords import MIN_LENGTH, family, hash_password, needs_rehash, verify_password
+from passwords import (
+    MIN_LENGTH,
+    dummy_hash,
+    family,
+    hash_cost,
+    hash_password,
+    needs_rehash,
+    verify_password,
+)
 
 FAILED_SIGN_INS = parse_limit("10 per 15 minutes")
+PASSWORD_CHANGES = parse_limit("30 per 5 minutes")  # each costs a bcrypt hash
+MAX_DUMMY_COST = 16  # a stored hash of absurd cost must not make every unknown address that slow
 
 
 def config(name):
@@ -54,10 +65,15 @@ def _email_matches(column, email):
 
 
 def find_credentials(email):
-    """(user_id, password, active) of the user with `email`, or None. Only sign-in reads the hash."""
+    """(user_id, password, active) of the user with `email`, or None. Only sign-in reads the hash.
+    The address must match exactly once trimmed and lower-cased: the database's collation finds the
+    candidates (and may be blind to accents, é = e), the comparison here decides."""
     users = users_table()
-    query = select(users.c.user_id, users.c.password, users.c.active)
-    return db.session.execute(query.where(_email_matches(users.c.email, email))).first()
+    query = select(users.c.user_id, users.c.password, users.c.active, users.c.email)
+    for row in db.session.execute(query.where(_email_matches(users.c.email, email))):
+        if (row.email or "").strip().lower() == email:
+            return row
+    return None
 
 
 # --- the operations
@@ -153,36 +169,50 @@ def sign_up(email, password, data):
 
 
 class FailedSignIns:
-    """Failed password sign-ins per (IP, email), in the rate-limit store: past the limit, even a right
-    password is refused, or the limit would still answer the guess."""
+    """Failed password sign-ins per (IP, account), in the rate-limit store: past the limit, even a
+    right password is refused, or the limit would still answer the guess. The account is the user
+    found, so that variants of one address share its count; for no user, the address itself."""
 
-    def __init__(self, email):
-        self.keys = ("failed-sign-in", client_ip(), email)
+    def __init__(self, email, found):
+        account = f"user:{found.user_id}" if found is not None else hashlib.sha256(email.encode()).hexdigest()
+        self.keys = ("failed-sign-in", client_ip(), account)
         self.enabled = config("RATE_LIMITS")
 
     def check(self):
         if self.enabled and not limiter.limiter.test(FAILED_SIGN_INS, *self.keys):
             reset = limiter.limiter.get_window_stats(FAILED_SIGN_INS, *self.keys).reset_time
-            retry = max(1, int(reset - tokens.now()))
-            raise APIError(
-                429,
-                Auth.OVER_REQUEST_RATE_LIMIT,
-                "Too many failed sign-in attempts, try again later",
-                headers={"Retry-After": str(retry)},
-            )
+            raise too_many("Too many failed sign-in attempts, try again later", reset)
 
     def record(self):
         if self.enabled:
             limiter.limiter.hit(FAILED_SIGN_INS, *self.keys)
 
 
+def too_many(message, reset):
+    retry = max(1, int(reset - tokens.now()))
+    return APIError(429, Auth.OVER_REQUEST_RATE_LIMIT, message, headers={"Retry-After": str(retry)})
+
+
+def unknown_user_hash():
+    """The hash a sign-in that names no user is checked against, at the cost most stored hashes have
+    (bounded), so that an unknown address takes as long as a wrong password for a known one."""
+    cache = state()
+    if cache.dummy_cost is None:
+        users = users_table()
+        recent = select(users.c.password).order_by(users.c.user_id.desc()).limit(100)
+        costs = Counter(cost for cost in map(hash_cost, db.session.execute(recent).scalars()) if cost)
+        usual = costs.most_common(1)[0][0] if costs else config("BCRYPT_ROUNDS")
+        cache.dummy_cost = min(max(usual, 4), MAX_DUMMY_COST)
+        cache.dummy_hash = dummy_hash(cache.dummy_cost)
+    return cache.dummy_hash
+
+
 @retrying
 def sign_in(email, password):
-    failures = FailedSignIns(email)
-    failures.check()
     found = find_credentials(email)
-    # An unknown email costs the same bcrypt check as a wrong password: timing tells nothing.
-    hashed = found.password if found is not None else state().dummy_hash
+    failures = FailedSignIns(email, found)
+    failures.check()
+    hashed = found.password if found is not None else unknown_user_hash()
     if not verify_password(password, hashed) or found is None:
         failures.record()
         raise invalid_credentials()
@@ -234,6 +264,7 @@ def change_user(user_id, fields, keep_session=None):
     check_lengths(columns, about if "about" in fields or "about" in data else None)
     if "password" in fields:
         check_password_strength(fields["password"])
+        count_password_change(user_id)
         stored = db.session.execute(select(users.c.password).where(users.c.user_id == user_id)).scalar_one()
         columns["password"] = hash_password(
             fields["password"], config("BCRYPT_ROUNDS"), prefix=family(stored)
@@ -262,6 +293,14 @@ def locked_extra(user_id):
     upsert(Profile.__table__, {"user_id": user_id}, ["user_id"])  # a row to lock, and on SQLite the lock
     found = select(Profile.extra).where(Profile.user_id == user_id).with_for_update()
     return db.session.execute(found).scalar()
+
+
+def count_password_change(user_id):
+    """A 429 past PASSWORD_CHANGES for one user: each change costs a bcrypt hash."""
+    keys = ("password-change", str(user_id))
+    if config("RATE_LIMITS") and not limiter.limiter.hit(PASSWORD_CHANGES, *keys):
+        reset = limiter.limiter.get_window_stats(PASSWORD_CHANGES, *keys).reset_time
+        raise too_many("Too many password changes, try again later", reset)
 
 
 def email_exists():

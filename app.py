@@ -13,7 +13,6 @@ import policies
 import responses
 from extensions import Minibase, cors, db, limiter, migrate
 from models import users_table
-from passwords import dummy_hash
 
 MIGRATIONS = config.ROOT / "migrations"
 EXPOSED_HEADERS = ["Content-Range", "Retry-After", "X-Supabase-Api-Version"]
@@ -27,6 +26,10 @@ def create_app(test_config=None):
     app.config.from_mapping(config.flask_settings(settings))
     app.config["JWT_SECRET"] = config.jwt_secret(app.config["JWT_SECRET"], app.instance_path)
     app.json.sort_keys = False
+    # No redirects: /rest/v1 and /rest/v1/ are one route, and a doubled slash is a 404, not a 308
+    # whose Location would echo the client's Host header.
+    app.url_map.strict_slashes = False
+    app.url_map.merge_slashes = False
     if app.config["TRUSTED_PROXIES"]:
         hops = app.config["TRUSTED_PROXIES"]
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=hops, x_proto=hops, x_host=hops)
@@ -41,7 +44,7 @@ def create_app(test_config=None):
         expose_headers=EXPOSED_HEADERS,
         send_wildcard=True,
     )
-    app.extensions["minibase"] = Minibase(dummy_hash=dummy_hash(app.config["BCRYPT_ROUNDS"]))
+    app.extensions["minibase"] = Minibase()
 
     from blueprints import admin, auth, health, rest
 

@@ -28,7 +28,8 @@ class Schema:
 class Minibase:
     """What the service keeps per app beside Flask's config; create_app makes it."""
 
-    dummy_hash: str  # a hash at the configured cost, checked when a sign-in names no user
+    dummy_hash: str | None = None  # checked when a sign-in names no user (accounts.unknown_user_hash)
+    dummy_cost: int | None = None  # its cost: the one stored hashes usually have
     policies: dict = field(default_factory=dict)  # table name -> policies.Policy, from tables.toml
     users: object = None  # the users table, reflected on first use
     email_is_unique: bool = True  # whether a unique index on users.email guards sign-ups

@@ -35,6 +35,12 @@ def family(hashed):
     return parts[0] if parts and parts[0] in (b"2a", b"2b", b"2y") else b"2b"
 
 
+def hash_cost(hashed):
+    """The cost of a bcrypt hash, or None for anything else (an MD5 digest, say)."""
+    parts = _parts(hashed)
+    return parts[1] if parts else None
+
+
 def needs_rehash(hashed, rounds):
     parts = _parts(hashed)
     return parts is not None and parts[1] < rounds

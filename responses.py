@@ -19,6 +19,8 @@ def start_clock():
 
 def secure_headers(response):
     response.headers["X-Content-Type-Options"] = "nosniff"
+    if response.status_code in (201, 204) and response.calculate_content_length() == 0:
+        del response.headers["Content-Type"]  # nothing to label, least of all as text/html
     if request.path.startswith("/auth/"):
         # Sessions, tokens and users: never kept by a browser or a proxy cache.
         response.headers["Cache-Control"] = "no-store"

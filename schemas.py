@@ -104,8 +104,13 @@ class PageSchema(Schema):
     class Meta:
         unknown = EXCLUDE
 
-    page = fields.Integer(load_default=1, validate=validate.Range(min=1))
+    page = fields.Integer(load_default=1, validate=validate.Range(min=1, max=1_000_000_000))
     per_page = fields.Integer(load_default=50, validate=validate.Range(min=1, max=1000))
+
+    @pre_load
+    def empty_means_default(self, data, **kwargs):
+        # The SDKs send ?page=&per_page= when the caller gives neither.
+        return {key: value for key, value in data.items() if value != ""}
 
 
 MAX_DEPTH = 32  # of nested objects and arrays in a body

@@ -1,6 +1,7 @@
 """/auth/v1/admin: GoTrue's user administration, for the service_role key only."""
 
 from flask import Blueprint, request
+from werkzeug.routing import BaseConverter
 
 import accounts
 from accounts import string_id_for_sdks
@@ -9,6 +10,26 @@ from gateway import identity
 from schemas import AdminCreateSchema, AdminUserSchema, PageSchema, load
 
 bp = Blueprint("admin", __name__, url_prefix="/auth/v1/admin")
+
+
+class UserIdConverter(BaseConverter):
+    """A user id in a path: the integer, or the UUID form the official SDKs insist on
+    (00000000-0000-0000-0000-000000000042). Anything else, or an id too large for a database
+    integer, matches no route: a 404."""
+
+    regex = r"[0-9]{1,18}|00000000-0000-0000-0000-[0-9]{12}"
+
+    def to_python(self, value):
+        return int(value.rpartition("-")[2])
+
+    def to_url(self, value):
+        return str(value)
+
+
+@bp.record_once
+def register_converter(state):
+    state.app.url_map.converters["user_id"] = UserIdConverter
+
 
 create_schema = AdminCreateSchema()
 update_schema = AdminUserSchema()
@@ -34,17 +55,17 @@ def create_user():
     return string_id_for_sdks(accounts.admin_create_user(load(create_schema)))
 
 
-@bp.get("/users/<int:user_id>")
+@bp.get("/users/<user_id:user_id>")
 def get_user(user_id):
     return string_id_for_sdks(accounts.admin_get_user(user_id))
 
 
-@bp.put("/users/<int:user_id>")
+@bp.put("/users/<user_id:user_id>")
 def update_user(user_id):
     return string_id_for_sdks(accounts.admin_update_user(user_id, load(update_schema)))
 
 
-@bp.delete("/users/<int:user_id>")
+@bp.delete("/users/<user_id:user_id>")
 def delete_user(user_id):
     accounts.admin_delete_user(user_id)
     return {}

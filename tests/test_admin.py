@@ -104,3 +104,16 @@ def test_deleting_a_user_other_rows_refer_to_is_a_409_and_changes_nothing(admin,
         db.session.commit()
     assert_auth_error(admin.delete("/auth/v1/admin/users/1"), 409, "user_referenced")
     assert api.get("/auth/v1/user", token=session["access_token"]).status_code == 200
+
+
+def test_ids_and_pages_out_of_range_are_4xx_and_the_uuid_form_names_the_user(admin, api):
+    user_id = api.sign_up()["user"]["id"]
+    for path in ("/auth/v1/admin/users/99999999999999999999999", "/auth/v1/admin/users/-1"):
+        assert_auth_error(admin.get(path), 404, "not_found")
+    for query in ("page=100000000000000000000", "page=0", "per_page=1001", "page=x"):
+        assert_auth_error(admin.get(f"/auth/v1/admin/users?{query}"), 400, "validation_failed")
+    # What the SDKs send when the caller gives no page: the defaults.
+    listed = admin.get("/auth/v1/admin/users?page=&per_page=")
+    assert listed.status_code == 200 and [u["id"] for u in listed.json["users"]] == [user_id]
+    uuid = f"00000000-0000-0000-0000-{user_id:012d}"
+    assert admin.get(f"/auth/v1/admin/users/{uuid}").json["id"] == user_id

@@ -164,3 +164,29 @@ def test_fresh_install_creates_the_users_table(app):
     with app.app_context():
         columns = {c.name for c in users_table().c}
     assert set(USER_COLUMNS) <= columns
+
+
+def test_accent_and_case_variants_of_an_address_share_its_count_and_never_sign_in(
+    legacy_db, make_app, anon_key
+):
+    """MariaDB's usual collation finds légacy@ for legacy@: the address must still match exactly, and
+    the count of failures is the account's, whatever variant was typed."""
+    api = Api(make_app(RATE_LIMITS=True, USERS_TABLE="members"), anon_key)
+    assert_auth_error(api.sign_in("légacy@example.com", "php-password"), 400, "invalid_credentials")
+    for _ in range(9):
+        assert_auth_error(api.sign_in("legacy@example.com", "wrong-pw"), 400, "invalid_credentials")
+    assert_auth_error(api.sign_in("LEGACY@example.com", "wrong-pw"), 400, "invalid_credentials")
+    assert_auth_error(api.sign_in("legacy@example.com", "php-password"), 429, "over_request_rate_limit")
+
+
+def test_an_unknown_address_costs_the_bcrypt_work_of_the_stored_hashes(legacy_db, make_app, anon_key):
+    """The stored hashes cost 10 while new ones cost 4: an unknown address is checked against a hash
+    of cost 10 too, or its quick answer would tell that the address has no account."""
+    app = make_app(USERS_TABLE="members")
+    api = Api(app, anon_key)
+    assert_auth_error(api.sign_in("nobody@example.com", "some-password"), 400, "invalid_credentials")
+    with app.app_context():
+        from extensions import state
+        from passwords import hash_cost
+
+        assert state().dummy_cost == 10 and hash_cost(state().dummy_hash) == 10

@@ -88,3 +88,17 @@ def test_an_unreachable_shared_store_falls_back_to_local_limits(make_app, anon_k
     for _ in range(10):
         assert_auth_error(api.sign_in(password="wrong-pw"), 400, "invalid_credentials")
     assert_auth_error(api.sign_in(), 429, "over_request_rate_limit")
+
+
+def test_password_changes_are_limited_per_user(limited):
+    session = limited.sign_up()
+    for n in range(30):
+        response = limited.put(
+            "/auth/v1/user", token=session["access_token"], json={"password": f"new-pw-{n}"}
+        )
+        assert response.status_code == 200, response.json
+    response = limited.put("/auth/v1/user", token=session["access_token"], json={"password": "one-more"})
+    assert_auth_error(response, 429, "over_request_rate_limit")
+    # other changes go on
+    response = limited.put("/auth/v1/user", token=session["access_token"], json={"first_name": "Ann"})
+    assert response.status_code == 200

@@ -145,3 +145,13 @@ def test_responses_carry_nosniff_and_auth_responses_no_store(api):
     for response in (api.get("/rest/v1/nothing"), api.get("/health"), api.get("/rest/v1/")):
         assert response.headers["X-Content-Type-Options"] == "nosniff"
         assert "no-store" not in response.headers.get("Cache-Control", "")
+
+
+def test_empty_answers_have_no_content_type_and_nothing_redirects(api):
+    session = api.sign_up()
+    response = api.post("/auth/v1/logout", token=session["access_token"])
+    assert response.status_code == 204 and "Content-Type" not in response.headers
+    for path in ("/rest/v1", "/rest/v1/"):
+        assert api.get(path, headers={"Host": "evil.example"}).status_code == 200
+    response = api.get("//rest/v1//", headers={"Host": "evil.example"})
+    assert response.status_code == 404 and "Location" not in response.headers
