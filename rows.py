@@ -100,7 +100,8 @@ class Write:
 @dataclass(frozen=True)
 class Page:
     """Rows to answer with, their aliases (a CSV header when there are no rows), the total when
-    counted, and the primary keys ({column: value}) of the rows written."""
+    counted (a read) or the number of rows written (a write), and the primary keys ({column: value})
+    of the rows inserted."""
 
     rows: list
     names: list
@@ -175,13 +176,13 @@ def _create(table, access, write):
     upsert = None
     if write.prefer.resolution is not None:
         upsert = tables.Upsert(target, write.prefer.resolution == "merge-duplicates", access.merge)
-    keys = tables.insert(table, rows, upsert, want_keys=write.prefer.returns != "minimal")
+    keys, stored = tables.insert(table, rows, upsert, want_keys=write.prefer.returns != "minimal")
     if write.prefer.returns != "representation":
         names = [c.key for c in tables.primary_key(table)]
-        return Page([], [], keys=[dict(zip(names, key, strict=True)) for key in keys])
+        return Page([], [], stored, keys=[dict(zip(names, key, strict=True)) for key in keys])
     if not tables.primary_key(table):
-        return _page(write.media, items, tables.fetch_inserted(table, items, rows, access.read))
-    return _page(write.media, items, tables.fetch(table, items, keys, access.read))
+        return _page(write.media, items, tables.fetch_inserted(table, items, rows, access.read), stored)
+    return _page(write.media, items, tables.fetch(table, items, keys, access.read), stored)
 
 
 def _insert_values(table, write, access):
@@ -219,19 +220,20 @@ def _modify(table, access, write):
     values = _row_values(table, write.rows[0])
     access.action.check_owner(values)
     if write.prefer.returns != "representation":
-        tables.update(table, values, tables.condition(write.query.filters, table, access.action))
-        return Page([], [])
+        where = tables.condition(write.query.filters, table, access.action)
+        return Page([], [], tables.update(table, values, where)[1])
     where = tables.condition(write.query.filters, table, access.action, access.read)
-    return _page(write.media, items, tables.update(table, values, where, items))
+    return _page(write.media, items, *tables.update(table, values, where, items))
 
 
 def _remove(table, access, write):
     items = filters.parse_select(write.query.select, table)
     if write.prefer.returns != "representation":
-        tables.delete(table, tables.condition(write.query.filters, table, access.action))
-        return Page([], [])
+        return Page(
+            [], [], tables.delete(table, tables.condition(write.query.filters, table, access.action))[1]
+        )
     where = tables.condition(write.query.filters, table, access.action, access.read)
-    return _page(write.media, items, tables.delete(table, where, items))
+    return _page(write.media, items, *tables.delete(table, where, items))
 
 
 def _page(media, items, found, total=None):

@@ -319,21 +319,28 @@ class Upsert:
     guard: object = None  # the update Grant an existing row must pass to be merged
 
 
+SKIPPED = object()  # an upsert's row left alone (ignore-duplicates)
+
+
 def insert(table, rows, upsert=None, want_keys=False):
-    """Insert the rows (converted values) in one transaction; returns the primary keys of the rows
-    stored (inserted or merged) in order, when `want_keys`."""
+    """Insert the rows (converted values) in one transaction. Returns the primary keys of the rows
+    stored (inserted or merged) in order, when `want_keys`, and how many rows were stored."""
     same_keys = len({frozenset(row) for row in rows}) == 1
     if not want_keys and upsert is None and same_keys and len(rows) > 1 and rows[0]:
         db.session.execute(sa.insert(table), rows)
-        return []
+        return [], len(rows)
     keys = []
+    stored = 0
     if upsert is not None:
         lock_for_writing(table)
     for row in rows:
         key = _upsert_row(table, row, upsert) if upsert is not None else _insert_row(table, row)
+        if key is SKIPPED:
+            continue
+        stored += 1
         if key is not None:
             keys.append(key)
-    return keys
+    return keys, stored
 
 
 def _insert_row(table, row):
@@ -362,7 +369,7 @@ def _upsert_row(table, row, upsert):
             if existing is None:
                 raise
     if not upsert.merge:
-        return None
+        return SKIPPED
     if not existing.allowed:
         raise policies.denied("permission denied: the conflicting row belongs to another user")
     changes = {key: value for key, value in row.items() if key not in upsert.columns}
@@ -395,41 +402,42 @@ def _locked_keys(table, where):
 
 
 def update(table, values, where, items=None):
-    """UPDATE the rows `where` selects; with `items`, the changed rows as they are now."""
+    """UPDATE the rows `where` selects. Returns, with `items`, the changed rows as they are now
+    (else []), and how many rows the filters matched."""
     statement = sa.update(table).values(values)
     if items is None:
-        db.session.execute(_where(statement, where))
-        return []
+        return [], db.session.execute(_where(statement, where)).rowcount
     columns = primary_key(table)
     if not columns:
         lock_for_writing(table)
         before = select_rows(table, filters.parse_select(None, table), where, lock=True)
         db.session.execute(_where(statement, where))
         changed = [{**row, **{k: json_value(table.c[k], v) for k, v in values.items()}} for row in before]
-        return [{item.alias: row[item.column] for item in items} for row in changed]
+        return [{item.alias: row[item.column] for item in items} for row in changed], len(before)
     lock_for_writing(table)
     keys = _locked_keys(table, where)
     for start in range(0, len(keys), KEY_CHUNK):
         chunk = _key_condition(columns, keys[start : start + KEY_CHUNK])
         db.session.execute(statement.where(sa.and_(chunk, *_also(where))))
     moved = [tuple(values.get(c.key, old) for c, old in zip(columns, key, strict=True)) for key in keys]
-    return fetch(table, items, moved)
+    return fetch(table, items, moved), len(keys)
 
 
 def delete(table, where, items=None):
-    """DELETE the rows `where` selects; with `items`, the deleted rows as they were."""
+    """DELETE the rows `where` selects. Returns, with `items`, the deleted rows as they were (else
+    []), and how many rows were deleted."""
     key_columns = primary_key(table)
-    if items is None or not key_columns:
-        if items is not None:
-            lock_for_writing(table)
-        before = [] if items is None else select_rows(table, items, where, lock=True)
-        db.session.execute(_where(sa.delete(table), where))
-        return before
+    if items is None:
+        return [], db.session.execute(_where(sa.delete(table), where)).rowcount
     lock_for_writing(table)
+    if not key_columns:
+        before = select_rows(table, items, where, lock=True)
+        db.session.execute(_where(sa.delete(table), where))
+        return before, len(before)
     columns = [*(table.c[item.column] for item in items), *key_columns]
     before = _rows(table, columns, where, order=key_columns, lock=True)
     keys = [row[len(items) :] for row in before]
     for start in range(0, len(keys), KEY_CHUNK):
         chunk = _key_condition(key_columns, keys[start : start + KEY_CHUNK])
         db.session.execute(sa.delete(table).where(sa.and_(chunk, *_also(where))))
-    return [json_row(table, items, row) for row in before]
+    return [json_row(table, items, row) for row in before], len(before)

@@ -86,9 +86,15 @@ def preferences():
     resolution = found.get("resolution")
     resolution = resolution if resolution in ("merge-duplicates", "ignore-duplicates") else None
     missing = found.get("missing") if found.get("missing") in ("default", "null") else None
+    counted = "exact" if count else None  # every count is exact
     applied = [
         f"{key}={value}"
-        for key, value in (("return", returns), ("resolution", resolution), ("missing", missing))
+        for key, value in (
+            ("return", returns),
+            ("count", counted),
+            ("resolution", resolution),
+            ("missing", missing),
+        )
         if value
     ]
     return rows.Prefer(
@@ -223,12 +229,17 @@ def page_response(read, page):
 
 
 def write_response(name, write, page, status):
+    """The write's status and rows; with Prefer: count=exact, how many rows it wrote in
+    Content-Range, as PostgREST does: "*/3", and "0-2/3" for an update."""
     if write.prefer.returns == "representation":
         response = rows_response(page.rows, page.names, write.media, status)
     else:
         response = Response(status=status)
         if write.prefer.returns == "headers-only" and len(page.keys) == 1 and page.keys[0]:
             response.headers["Location"] = location(name, page.keys[0])
+    if write.prefer.count:
+        shown = f"0-{page.total - 1}" if request.method == "PATCH" and page.total else "*"
+        response.headers["Content-Range"] = f"{shown}/{page.total}"
     if write.prefer.applied:
         response.headers["Preference-Applied"] = ", ".join(write.prefer.applied)
     return response

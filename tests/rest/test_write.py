@@ -459,3 +459,54 @@ def test_upsert_on_a_column_declared_unique_in_its_definition(tags):
     assert_rest_error(
         tags.anon.post("/rest/v1/tags?on_conflict=uses", json={"name": "x"}, headers=prefer), 400
     )
+
+
+COUNT = {"Prefer": "count=exact"}
+
+
+@pytest.mark.parametrize("returns", ["minimal", "representation"])
+def test_count_exact_on_writes_answers_how_many_rows_were_written(rest, returns):
+    prefer = {"Prefer": f"count=exact,return={returns}"}
+    applied = f"return={returns}, count=exact"
+    rows = [{"name": f"n{i}"} for i in range(3)]
+    inserted = rest.anon.post("/rest/v1/items", json=rows, headers=prefer)
+    assert inserted.status_code == 201 and inserted.headers["Content-Range"] == "*/3"
+    assert inserted.headers["Preference-Applied"] == applied
+    patched = rest.anon.patch("/rest/v1/items?id=gt.5", json={"qty": 1}, headers=prefer)
+    assert patched.headers["Content-Range"] == "0-2/3" and patched.headers["Preference-Applied"] == applied
+    again = rest.anon.patch("/rest/v1/items?id=gt.5", json={"qty": 1}, headers=prefer)
+    assert again.headers["Content-Range"] == "0-2/3"  # matched, though no value changed
+    none = rest.anon.patch("/rest/v1/items?id=eq.99", json={"qty": 1}, headers=prefer)
+    assert none.headers["Content-Range"] == "*/0"
+    deleted = rest.anon.delete("/rest/v1/items?id=gte.5", headers=prefer)
+    assert deleted.headers["Content-Range"] == "*/4" and deleted.headers["Preference-Applied"] == applied
+    assert rest.anon.delete("/rest/v1/items?id=gte.5", headers=prefer).headers["Content-Range"] == "*/0"
+    assert len(rest.rows("items")) == 4
+
+
+def test_count_exact_on_upserts_counts_merged_rows_but_not_ignored_ones(rest):
+    rows = [{"id": 1, "name": "Apple 2"}, {"id": 9, "name": "Kiwi"}]
+    merged = rest.anon.post(
+        "/rest/v1/items", json=rows, headers={"Prefer": "count=exact,resolution=merge-duplicates"}
+    )
+    assert merged.headers["Content-Range"] == "*/2"
+    assert merged.headers["Preference-Applied"] == "count=exact, resolution=merge-duplicates"
+    rows = [{"id": 2, "name": "x"}, {"id": 10, "name": "Lime"}, {"id": 11, "name": "Plum"}]
+    ignored = rest.anon.post(
+        "/rest/v1/items", json=rows, headers={"Prefer": "count=exact,resolution=ignore-duplicates"}
+    )
+    assert ignored.headers["Content-Range"] == "*/2"
+    one = rest.anon.post("/rest/v1/events", json={"kind": "a"}, headers=COUNT)
+    assert one.headers["Content-Range"] == "*/1"
+    deleted = rest.anon.delete(
+        "/rest/v1/events?kind=eq.a", headers={"Prefer": "count=exact,return=representation"}
+    )
+    assert deleted.headers["Content-Range"] == "*/1" and deleted.json[0]["kind"] == "a"
+
+
+@pytest.mark.parametrize("method", ["post", "patch", "delete"])
+def test_writes_without_count_answer_no_content_range(rest, method):
+    path = "/rest/v1/items" if method == "post" else "/rest/v1/items?id=eq.1"
+    response = getattr(rest.anon, method)(path, json={"name": "x"})
+    assert response.status_code in (201, 204) and "Content-Range" not in response.headers
+    assert "Preference-Applied" not in response.headers
