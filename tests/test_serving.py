@@ -155,3 +155,23 @@ def test_empty_answers_have_no_content_type_and_nothing_redirects(api):
         assert api.get(path, headers={"Host": "evil.example"}).status_code == 200
     response = api.get("//rest/v1//", headers={"Host": "evil.example"})
     assert response.status_code == 404 and "Location" not in response.headers
+
+
+def test_a_queue_of_requests_does_not_flood_the_log(start):
+    """With more clients than threads waitress warned about its queue for most requests; the log
+    keeps one line per request."""
+    process, base, anon = start(THREADS=1)
+    threads = [
+        threading.Thread(
+            target=lambda: requests.get(f"{base}/rest/v1/", headers={"apikey": anon}, timeout=30)
+        )
+        for _ in range(30)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    time.sleep(0.2)
+    text = server_log(process)
+    assert "Task queue depth" not in text
+    assert text.count("GET /rest/v1/ 200") == 30
