@@ -66,3 +66,19 @@ def test_non_latin_names_round_trip(api):
     user = api.get("/auth/v1/user", token=session["access_token"]).json
     assert user["user_metadata"]["first_name"] == "Олена"
     assert user["user_metadata"]["last_name"] == "山田 🙂"
+
+
+@pytest.mark.parametrize("depth", [29, 30, 31, 32])
+def test_metadata_nested_to_the_limit_is_stored_or_refused_never_a_500(api, depth):
+    """`data` nested about 31 levels once passed the parser and failed in MariaDB's JSON check."""
+    nested = 1
+    for _ in range(depth):
+        nested = {"a": nested}
+    response = api.post(
+        "/auth/v1/signup", json={"email": "deep@example.com", "password": "pw-secret", "data": nested}
+    )
+    if depth + 1 <= 32:
+        assert response.status_code == 200, response.json
+        assert response.json["user"]["user_metadata"]["a"] == nested["a"]
+    else:
+        assert_auth_error(response, 400, "bad_json")
