@@ -17,6 +17,7 @@ from errors import (
     Auth,
     api_version,
     invalid_credentials,
+    user_banned,
     user_inactive,
     user_not_found,
     validation_failed,
@@ -28,6 +29,7 @@ from models import (
     Profile,
     Session,
     SignUpLock,
+    is_banned,
     load_user,
     required_without_default,
     upsert,
@@ -81,7 +83,12 @@ def find_credentials(email):
 
 def check_password_strength(password):
     if len(password) < MIN_LENGTH:
-        raise APIError(422, Auth.WEAK_PASSWORD, f"Password should be at least {MIN_LENGTH} characters.")
+        raise APIError(
+            422,
+            Auth.WEAK_PASSWORD,
+            f"Password should be at least {MIN_LENGTH} characters.",
+            extra={"weak_password": {"reasons": ["length"]}},  # what the SDKs read the reason from
+        )
 
 
 def split_metadata(data):
@@ -218,6 +225,10 @@ def sign_in(email, password):
         raise invalid_credentials()
     if not found.active:
         raise user_inactive()
+    if is_banned(
+        db.session.execute(select(Profile.banned_until).where(Profile.user_id == found.user_id)).scalar()
+    ):
+        raise user_banned()
     users = users_table()
     if needs_rehash(found.password, config("BCRYPT_ROUNDS")):
         rehashed = hash_password(password, config("BCRYPT_ROUNDS"), prefix=family(found.password))
@@ -346,26 +357,52 @@ def admin_create_user(fields):
     active = fields.pop("active", True)
     data = {**(fields.pop("user_metadata", None) or {}), **(fields.pop("data", None) or {})}
     data.update({name: fields[name] for name in METADATA_COLUMNS if name in fields})
+    administrative = {name: fields.pop(name) for name in ("ban_duration", "app_metadata") if name in fields}
     user_id = create_user(fields["email"], fields["password"], data)
     if not active:
         set_active(user_id, False)
+    _administer(user_id, administrative)
     db.session.commit()
     return admin_get_user(user_id)
 
 
 @retrying
 def admin_update_user(user_id, fields):
-    """PUT /admin/users/{id}: profile fields, password (ending every session), `active`."""
+    """PUT /admin/users/{id}: profile fields, password (ending every session), `active`,
+    `ban_duration` and `app_metadata`."""
     admin_get_user(user_id)
     active = fields.pop("active", None)
     metadata = fields.pop("user_metadata", None)
+    administrative = {name: fields.pop(name) for name in ("ban_duration", "app_metadata") if name in fields}
     if metadata:
         fields["data"] = {**metadata, **(fields.get("data") or {})}
     change_user(user_id, fields)
     if active is not None:
         set_active(user_id, active)
+    _administer(user_id, administrative)
     db.session.commit()
     return admin_get_user(user_id)
+
+
+def _administer(user_id, fields):
+    """What only an administrator sets: a ban (`ban_duration`: a timedelta, or None to lift it),
+    which ends the user's sessions, and `app_metadata`, merged into what is stored (a key set to
+    null is removed)."""
+    if not fields:
+        return
+    profile = {"user_id": user_id, "updated_at": tokens.utcnow()}
+    if "ban_duration" in fields:
+        duration = fields["ban_duration"]
+        profile["banned_until"] = None if duration is None else tokens.utcnow() + duration
+        if duration is not None:
+            sessions.end(Session.user_id == user_id)
+    if fields.get("app_metadata"):
+        upsert(Profile.__table__, {"user_id": user_id}, ["user_id"])
+        found = select(Profile.app_metadata).where(Profile.user_id == user_id).with_for_update()
+        stored = dict(db.session.execute(found).scalar() or {})
+        stored.update(fields["app_metadata"])
+        profile["app_metadata"] = {k: v for k, v in stored.items() if v is not None} or None
+    upsert(Profile.__table__, profile, ["user_id"])
 
 
 @retrying

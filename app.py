@@ -15,7 +15,16 @@ from extensions import Minibase, cors, db, limiter, migrate
 from models import users_table
 
 MIGRATIONS = config.ROOT / "migrations"
-EXPOSED_HEADERS = ["Content-Range", "Retry-After", "X-Supabase-Api-Version"]
+# Response headers a browser app may read (the SDKs read all of these).
+EXPOSED_HEADERS = [
+    "Content-Range",
+    "Link",
+    "Location",
+    "Preference-Applied",
+    "Retry-After",
+    "X-Supabase-Api-Version",
+    "X-Total-Count",
+]
 
 
 def create_app(test_config=None):

@@ -44,6 +44,7 @@ class Auth:
     UNSUPPORTED_GRANT_TYPE = "unsupported_grant_type"
     UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
     USER_ALREADY_EXISTS = "user_already_exists"
+    USER_BANNED = "user_banned"
     USER_INACTIVE = "user_inactive"
     USER_NOT_FOUND = "user_not_found"
     USER_REFERENCED = "user_referenced"
@@ -108,6 +109,10 @@ class APIError(Exception):
 
 def user_inactive(status=400):
     return APIError(status, Auth.USER_INACTIVE, "User account is inactive")
+
+
+def user_banned():
+    return APIError(400, Auth.USER_BANNED, "User is banned")
 
 
 def user_not_found(status=404):
@@ -206,12 +211,36 @@ def render(error):
     return body, error.status, error.headers
 
 
+# Supabase services minibase does not provide, by path prefix.
+NOT_PROVIDED = {
+    "/storage/v1": "Storage",
+    "/realtime/v1": "Realtime",
+    "/functions/v1": "Edge Functions",
+    "/graphql/v1": "GraphQL",
+}
+
+
+def not_found(path):
+    """The code and message of a 404 for a path no route serves, saying what minibase provides."""
+    for prefix, service in NOT_PROVIDED.items():
+        if path == prefix or path.startswith(prefix + "/"):
+            return Rest.NOT_FOUND, f"minibase does not provide Supabase {service} ({prefix})"
+    if path.startswith("/rest/v1/rpc/"):
+        name = path.removeprefix("/rest/v1/rpc/")
+        return Rest.FUNCTION_NOT_FOUND, f"Could not find the function {name}: minibase serves tables only"
+    if path.startswith("/auth/v1/"):
+        return Auth.NOT_FOUND, f"minibase's auth API has no endpoint {path}"
+    return Rest.NOT_FOUND, f"Not found: {path} (minibase serves /auth/v1 and /rest/v1)"
+
+
 def handle_http_exception(exc):
     """Werkzeug's errors (404, 405, 413, 429, …) in our shape, keeping headers such as Allow."""
     response = exc.get_response()
     auth_code, rest_code = HTTP_ERROR_CODES.get(exc.code, (Auth.BAD_REQUEST, Rest.BAD_QUERY))
     code = auth_code if which_api() == "auth" else rest_code
     message = exc.description if exc.code != 429 else "Too many requests, try again later"
+    if exc.code == 404:
+        code, message = not_found(request.path[:200])
     body, status, _ = render(APIError(exc.code, code, message))
     response.set_data(json.dumps(body))
     response.mimetype = "application/json"

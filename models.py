@@ -22,6 +22,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.orm import Mapped, mapped_column
 
+import tokens
 from extensions import db, state
 
 log = logging.getLogger("minibase")
@@ -83,6 +84,8 @@ class Profile(db.Model):
     extra: Mapped[dict | None] = mapped_column(JSON)
     updated_at = mapped_column(DateTime)
     last_sign_in_at = mapped_column(DateTime)
+    banned_until = mapped_column(DateTime)  # set by an administrator's ban_duration
+    app_metadata: Mapped[dict | None] = mapped_column(JSON)  # set by an administrator only
 
 
 class SignUpLock(db.Model):
@@ -167,6 +170,8 @@ def user_columns():
         Profile.extra,
         Profile.updated_at,
         Profile.last_sign_in_at,
+        Profile.banned_until,
+        Profile.app_metadata,
     ]
 
 
@@ -180,6 +185,11 @@ def load_user(user_id):
     """The user and their profile as one row, or None."""
     users = users_table()
     return db.session.execute(user_query().where(users.c.user_id == user_id)).first()
+
+
+def is_banned(banned_until):
+    """Whether a ban ending at `banned_until` (naive UTC, or None) is still on."""
+    return banned_until is not None and banned_until > tokens.utcnow()
 
 
 def timestamp(value):
@@ -198,11 +208,12 @@ def user_object(row):
         "phone": "",
         "email_confirmed_at": created,
         "confirmed_at": created,
-        "app_metadata": {"provider": "email", "providers": ["email"]},
+        "app_metadata": {**(row.app_metadata or {}), "provider": "email", "providers": ["email"]},
         "user_metadata": metadata,
         "identities": [],
         "created_at": created,
         "updated_at": timestamp(row.updated_at) or created,
         "last_sign_in_at": timestamp(row.last_sign_in_at),
+        "banned_until": timestamp(row.banned_until) if is_banned(row.banned_until) else None,
         "is_anonymous": False,
     }

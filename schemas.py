@@ -1,6 +1,8 @@
 """What the auth API accepts in a body, as marshmallow schemas; a misfit is a 400 validation_failed."""
 
 import json
+import re
+from datetime import timedelta
 
 from flask import request
 from marshmallow import EXCLUDE, RAISE, Schema, ValidationError, fields, pre_load, validate
@@ -78,21 +80,50 @@ class UserUpdateSchema(_Base):
     about = fields.String(allow_none=True)
     data = fields.Dict(keys=fields.String(), allow_none=True)
 
+    ignored_fields = IGNORED_USER_FIELDS
+
     @pre_load
     def drop_gotrue_fields(self, data, **kwargs):
-        return {k: v for k, v in data.items() if k not in IGNORED_USER_FIELDS}
+        return {k: v for k, v in data.items() if k not in self.ignored_fields}
+
+
+class BanDuration(fields.Field):
+    """GoTrue's `ban_duration`: a Go duration such as "24h", "1h30m" or "90s", as a timedelta, or
+    "none" (None), which lifts a ban. At most a hundred years."""
+
+    UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600}
+    PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ns|us|µs|ms|s|m|h)")
+    LONGEST = timedelta(days=36525)
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if not isinstance(value, str):
+            raise ValidationError('Not a duration such as "24h", or "none".')
+        if value.strip().lower() == "none":
+            return None
+        text = value.strip()
+        if not text or self.PART.sub("", text):
+            raise ValidationError('Not a duration such as "24h", or "none".')
+        seconds = sum(float(number) * self.UNITS[unit] for number, unit in self.PART.findall(text))
+        if seconds > self.LONGEST.total_seconds():
+            raise ValidationError("Longer than a hundred years.")
+        return timedelta(seconds=seconds)
 
 
 class AdminUserSchema(UserUpdateSchema):
-    """PUT /admin/users/{id}: what a user may change, and `active`; GoTrue's `user_metadata` is `data`."""
+    """PUT /admin/users/{id}: what a user may change, `active`, `ban_duration` and `app_metadata`;
+    GoTrue's `user_metadata` is `data`."""
+
+    ignored_fields = (IGNORED_USER_FIELDS - {"app_metadata"}) | {
+        "email_confirm",
+        "phone_confirm",
+        "role",
+        "aud",
+    }
 
     active = fields.Boolean()
     user_metadata = fields.Dict(keys=fields.String(), allow_none=True, data_key="user_metadata")
-
-    @pre_load
-    def drop_admin_fields(self, data, **kwargs):
-        ignored = {"email_confirm", "phone_confirm", "ban_duration", "role", "aud"}
-        return {k: v for k, v in data.items() if k not in ignored}
+    app_metadata = fields.Dict(keys=fields.String(), allow_none=True)
+    ban_duration = BanDuration(allow_none=True)
 
 
 class AdminCreateSchema(AdminUserSchema):

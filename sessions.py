@@ -9,9 +9,16 @@ from sqlalchemy import delete, select, update
 
 import tokens
 from connections import retrying
-from errors import APIError, Auth, refresh_token_not_found, user_inactive, validation_failed
+from errors import (
+    APIError,
+    Auth,
+    refresh_token_not_found,
+    user_banned,
+    user_inactive,
+    validation_failed,
+)
 from extensions import db
-from models import Profile, RefreshToken, Session, load_user, upsert, user_object
+from models import Profile, RefreshToken, Session, is_banned, load_user, upsert, user_object
 
 LOGOUT_SCOPES = ("global", "local", "others")
 
@@ -135,6 +142,8 @@ def refresh(token):
         raise refresh_token_not_found()
     if not user.active:
         raise user_inactive()
+    if is_banned(user.banned_until):
+        raise user_banned()
     body = session_object(user, session, current)
     db.session.commit()
     return body

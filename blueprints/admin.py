@@ -47,7 +47,18 @@ def list_users():
     page = load(page_schema, request.args.to_dict())
     users, total = accounts.admin_list_users(page["page"], page["per_page"])
     body = {"users": [string_id_for_sdks(user) for user in users], "aud": "authenticated"}
-    return body, {"X-Total-Count": str(total)}
+    return body, {"X-Total-Count": str(total), "Link": pages_link(page["page"], page["per_page"], total)}
+
+
+def pages_link(page, per_page, total):
+    """GoTrue's Link header: the next page while there is one, and the last. supabase-js reads its
+    pagination (and, through it, the total) from here."""
+    last = max(1, -(-total // per_page))
+    links = []
+    if page < last:
+        links.append(f'<{request.path}?page={page + 1}&per_page={per_page}>; rel="next"')
+    links.append(f'<{request.path}?page={last}&per_page={per_page}>; rel="last"')
+    return ", ".join(links)
 
 
 @bp.post("/users")

@@ -33,6 +33,7 @@ def upgrade():
             sa.Column("last_name", sa.String(255)),
             sa.Column("active", sa.SmallInteger, nullable=False, server_default="1"),
             sa.Column("joined", sa.DateTime, nullable=False, server_default=sa.func.current_timestamp()),
+            mysql_charset="utf8mb4",
         )
     op.create_table(
         "minibase_sessions",
