@@ -3,6 +3,7 @@ Sessions (start, refresh, sign-out) are sessions.py's."""
 
 import hashlib
 from collections import Counter
+from datetime import timedelta
 
 from flask import current_app
 from limits import parse as parse_limit
@@ -26,6 +27,7 @@ from extensions import client_ip, db, limiter, state
 from models import (
     METADATA_COLUMNS,
     PROFILE_FIELDS,
+    FailedSignIn,
     Profile,
     Session,
     SignUpLock,
@@ -176,23 +178,44 @@ def sign_up(email, password, data):
 
 
 class FailedSignIns:
-    """Failed password sign-ins per (IP, account), in the rate-limit store: past the limit, even a
-    right password is refused, or the limit would still answer the guess. The account is the user
-    found, so that variants of one address share its count; for no user, the address itself."""
+    """Failed password sign-ins per (client IP, account), counted in the database so that the limit
+    holds across processes and instances: past FAILED_SIGN_INS even a right password is refused, or
+    the limit would still answer the guess. The account is the user found, so that variants of one
+    address share its count; for no user, the address itself."""
 
     def __init__(self, email, found):
-        account = f"user:{found.user_id}" if found is not None else hashlib.sha256(email.encode()).hexdigest()
-        self.keys = ("failed-sign-in", client_ip(), account)
+        account = f"user:{found.user_id}" if found is not None else f"email:{email}"
+        self.key = hashlib.sha256(f"{client_ip()}|{account}".encode()).hexdigest()
         self.enabled = config("RATE_LIMITS")
+        self.window = timedelta(seconds=FAILED_SIGN_INS.get_expiry())
 
     def check(self):
-        if self.enabled and not limiter.limiter.test(FAILED_SIGN_INS, *self.keys):
-            reset = limiter.limiter.get_window_stats(FAILED_SIGN_INS, *self.keys).reset_time
+        if not self.enabled:
+            return
+        row = db.session.get(FailedSignIn, self.key)
+        now = tokens.utcnow()
+        if (
+            row is not None
+            and row.window_start > now - self.window
+            and row.failures >= FAILED_SIGN_INS.amount
+        ):
+            reset = (row.window_start + self.window - now).total_seconds() + tokens.now()
             raise too_many("Too many failed sign-in attempts, try again later", reset)
 
     def record(self):
-        if self.enabled:
-            limiter.limiter.hit(FAILED_SIGN_INS, *self.keys)
+        """Count a failure and commit it: the request then ends in an error, which commits nothing."""
+        if not self.enabled:
+            return
+        now = tokens.utcnow()
+        db.session.execute(delete(FailedSignIn).where(FailedSignIn.window_start <= now - self.window))
+        upsert(
+            FailedSignIn.__table__, {"key": self.key, "window_start": now, "failures": 0}, ["key"], update={}
+        )
+        row = db.session.execute(
+            select(FailedSignIn).where(FailedSignIn.key == self.key).with_for_update()
+        ).scalar_one()
+        row.failures += 1
+        db.session.commit()
 
 
 def too_many(message, reset):

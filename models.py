@@ -33,6 +33,7 @@ SERVICE_TABLES = (
     "minibase_refresh_tokens",
     "minibase_profiles",
     "minibase_signup_locks",
+    "minibase_failed_sign_ins",
     "minibase_alembic_version",
 )
 USER_COLUMNS = (
@@ -97,6 +98,17 @@ class SignUpLock(db.Model):
     email_key: Mapped[str] = mapped_column(String(64), primary_key=True)  # sha256 of the address
 
 
+class FailedSignIn(db.Model):
+    """Failed password sign-ins of one (client IP, account) in the window that started at
+    `window_start`."""
+
+    __tablename__ = "minibase_failed_sign_ins"
+
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    window_start = mapped_column(DateTime, nullable=False, index=True)
+    failures: Mapped[int] = mapped_column(Integer, nullable=False)
+
+
 def users_table():
     """The users table as it is in the database, reflected once per app."""
     cache = state()
@@ -136,10 +148,12 @@ def required_without_default(table):
     }
 
 
-def upsert(table, values, keys):
-    """INSERT, or UPDATE the row whose `keys` match: one statement on SQLite and MySQL alike."""
+def upsert(table, values, keys, update=None):
+    """INSERT, or UPDATE the row whose `keys` match (with `update`, by default the other values; {}
+    changes nothing but still locks the row): one statement on SQLite and MySQL alike."""
     dialect = db.session.get_bind().dialect.name
-    update = {k: v for k, v in values.items() if k not in keys}
+    if update is None:
+        update = {k: v for k, v in values.items() if k not in keys}
     if dialect == "mysql":
         statement = mysql.insert(table).values(values)
         statement = statement.on_duplicate_key_update(**update or {keys[0]: values[keys[0]]})

@@ -175,3 +175,29 @@ def test_a_queue_of_requests_does_not_flood_the_log(start):
     text = server_log(process)
     assert "Task queue depth" not in text
     assert text.count("GET /rest/v1/ 200") == 30
+
+
+def test_failed_sign_ins_are_counted_across_processes(start):
+    """Two processes on one database, as CGI or Passenger run several: the failed-sign-in limit is
+    kept in the database, so ten failures spread over both lock the account on both."""
+    first, base_a, anon = start(RATE_LIMITS="on")
+    _, base_b, _ = start(RATE_LIMITS="on")
+    headers = {"apikey": anon}
+    body = {"email": "cgi@example.com", "password": "secret-pw"}
+    assert (
+        requests.post(f"{base_a}/auth/v1/signup", json=body, headers=headers, timeout=10).status_code == 200
+    )
+    for n in range(10):
+        base = base_a if n % 2 else base_b
+        wrong = requests.post(
+            f"{base}/auth/v1/token?grant_type=password",
+            json={**body, "password": "wrong-pw"},
+            headers=headers,
+            timeout=10,
+        )
+        assert wrong.status_code == 400
+    for base in (base_a, base_b):
+        right = requests.post(
+            f"{base}/auth/v1/token?grant_type=password", json=body, headers=headers, timeout=10
+        )
+        assert right.status_code == 429 and int(right.headers["Retry-After"]) > 0
