@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 
 .DEFAULT_GOAL := help
-.PHONY: help run test lint format bench clean
+.PHONY: help run test keys lint format bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -25,6 +25,9 @@ run: $(VENV)/.run-deps ## serve on HOST:PORT (default 127.0.0.1:8000) over SQLit
 
 test: $(VENV)/.dev-deps ## run the whole suite (SQLite, and MariaDB when mariadbd is installed or TEST_DATABASE_URL is set)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+keys: $(VENV)/.run-deps ## print the anon and service_role API keys (the ones `make run` serves with)
+	$(BIN)/flask --app app keys
 
 lint: $(VENV)/.dev-deps ## ruff check and ruff format --check
 	$(BIN)/ruff check .
