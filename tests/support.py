@@ -81,6 +81,18 @@ def assert_rest_error(response, status, sent=""):
     return body
 
 
+def serve_app(app, threads=8):
+    """`app` behind a real waitress server on a free port: (base URL, a function that stops it)."""
+    import threading
+
+    from waitress.server import create_server
+
+    server = create_server(app, host="127.0.0.1", port=free_port(), threads=threads)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    return f"http://127.0.0.1:{server.effective_port}", lambda: stop_waitress(server, thread)
+
+
 def stop_waitress(server, thread):
     """Let the worker threads finish their requests, then close every channel from the server's own
     loop thread (closing them from here races with select() and with workers waking the loop)."""

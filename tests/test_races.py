@@ -7,7 +7,7 @@ import pytest
 import requests
 from sqlalchemy import create_engine, text
 
-from support import Api, free_port, stop_waitress
+from support import Api, serve_app
 
 REFRESH = "/auth/v1/token?grant_type=refresh_token"
 # A users table as another application may have made it: email indexed, but not unique.
@@ -27,16 +27,6 @@ NO_UNIQUE_EMAIL = {
         "ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
     ),
 }
-
-
-def served(app, threads=8):
-    """The app behind a real waitress server; returns (base URL, stop)."""
-    from waitress.server import create_server
-
-    server = create_server(app, host="127.0.0.1", port=free_port(), threads=threads)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    return f"http://127.0.0.1:{server.effective_port}", lambda: stop_waitress(server, thread)
 
 
 def at_once(calls):
@@ -59,7 +49,7 @@ def at_once(calls):
 def test_concurrent_metadata_merges_keep_every_key(app, anon_key):
     api = Api(app, anon_key)
     token = api.sign_up()["access_token"]
-    base, stop = served(app)
+    base, stop = serve_app(app)
     headers = {"apikey": anon_key, "Authorization": f"Bearer {token}"}
     try:
         statuses = at_once(
@@ -84,7 +74,7 @@ def test_refreshes_racing_logouts_get_answers_not_5xx(app, anon_key):
     take the same locks, which once deadlocked on MariaDB and answered 503."""
     api = Api(app, anon_key)
     api.sign_up()
-    base, stop = served(app, threads=16)
+    base, stop = serve_app(app, threads=16)
 
     def refresh(session):
         return requests.post(
@@ -138,7 +128,7 @@ def test_parallel_sign_ups_of_one_address_make_one_user_without_a_unique_index(
 ):
     app = make_app(USERS_TABLE="members")
     assert "no unique index on email" in caplog.text
-    base, stop = served(app)
+    base, stop = serve_app(app)
     try:
         statuses = at_once(
             [

@@ -1,0 +1,142 @@
+"""The official Python SDK (`supabase`, as an app installs it) against minibase over a real waitress
+server, on both databases: auth, the owner rule, PostgREST's error codes as the SDK reads them,
+upsert on an inline UNIQUE column, write counts, and auth.admin with bans."""
+
+import pytest
+import sqlalchemy as sa
+
+from support import serve_app
+
+supabase = pytest.importorskip("supabase")
+# The SDK warns about its own internals and leaves its HTTP clients to the garbage collector.
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+    pytest.mark.filterwarnings("ignore::ResourceWarning"),
+    pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"),
+]
+from postgrest.exceptions import APIError  # noqa: E402
+from supabase_auth.errors import AuthApiError, AuthWeakPasswordError  # noqa: E402
+
+TABLES = """
+[tables.notes]
+select = "owner"
+insert = "owner"
+update = "owner"
+delete = "owner"
+owner_column = "user_id"
+
+[tables.tags]
+select = "anon"
+insert = "anon"
+update = "anon"
+"""
+
+
+@pytest.fixture
+def server(make_app, database_url, backend, tmp_path):
+    auto = "AUTO_INCREMENT" if backend == "mysql" else "AUTOINCREMENT"
+    engine = sa.create_engine(database_url)
+    with engine.begin() as connection:
+        connection.execute(
+            sa.text(
+                f"CREATE TABLE notes (id INTEGER PRIMARY KEY {auto}, user_id INTEGER NOT NULL, "
+                "body VARCHAR(200) NOT NULL)"
+            )
+        )
+        # UNIQUE written in the column's definition: the form SQLite's reflection once missed.
+        connection.execute(
+            sa.text(
+                f"CREATE TABLE tags (id INTEGER PRIMARY KEY {auto}, name VARCHAR(50) NOT NULL UNIQUE, "
+                "uses INTEGER)"
+            )
+        )
+    engine.dispose()
+    config = tmp_path / "tables.toml"
+    config.write_text(TABLES)
+    app = make_app(TABLES_CONFIG=str(config))
+    base, stop = serve_app(app)
+    yield base
+    stop()
+
+
+@pytest.fixture
+def client(server, anon_key):
+    return supabase.create_client(server, anon_key)
+
+
+@pytest.fixture
+def admin(server, service_key):
+    return supabase.create_client(server, service_key).auth.admin
+
+
+def test_auth_and_the_owner_rule(server, anon_key):
+    ann, bob = supabase.create_client(server, anon_key), supabase.create_client(server, anon_key)
+    signed_up = ann.auth.sign_up({"email": "ann@example.com", "password": "secret-pw"})
+    assert signed_up.user.id == "1"
+    bob.auth.sign_up({"email": "bob@example.com", "password": "secret-pw"})
+    ann.table("notes").insert({"body": "ann's"}).execute()
+    bob.table("notes").insert({"body": "bob's"}).execute()
+    assert [row["body"] for row in ann.table("notes").select("*").execute().data] == ["ann's"]
+    # The id note: a string in auth, an integer in rows.
+    row = ann.table("notes").select("user_id").single().execute().data
+    assert str(row["user_id"]) == ann.auth.get_user().user.id
+    ann.auth.sign_out()
+
+
+def test_error_codes_as_the_sdk_reads_them(client):
+    client.auth.sign_up({"email": "ann@example.com", "password": "secret-pw"})
+    client.table("tags").insert({"id": 1, "name": "red"}).execute()
+    with pytest.raises(APIError) as duplicate:
+        client.table("tags").insert({"id": 1, "name": "blue"}).execute()
+    assert duplicate.value.code == "23505"
+    with pytest.raises(APIError) as none:
+        client.table("tags").select("*").eq("name", "nope").single().execute()
+    assert none.value.code == "PGRST116"
+    with pytest.raises(APIError) as column:
+        client.table("tags").select("colour").execute()
+    assert column.value.code == "42703" and "colour" in column.value.message
+    with pytest.raises(APIError) as table:
+        client.table("tagz").select("*").execute()
+    assert table.value.code == "PGRST205"
+
+
+def test_upsert_on_an_inline_unique_column_and_write_counts(client):
+    inserted = client.table("tags").insert([{"name": "red"}, {"name": "blue"}], count="exact").execute()
+    assert inserted.count == 2
+    upserted = client.table("tags").upsert({"name": "red", "uses": 5}, on_conflict="name").execute()
+    assert upserted.data[0]["uses"] == 5
+    assert [r["name"] for r in client.table("tags").select("name").order("id").execute().data] == [
+        "red",
+        "blue",
+    ]
+    updated = client.table("tags").update({"uses": 1}, count="exact").gte("id", 1).execute()
+    assert updated.count == 2
+
+
+def test_a_weak_password_and_a_wrong_one(client):
+    with pytest.raises(AuthWeakPasswordError) as weak:
+        client.auth.sign_up({"email": "ann@example.com", "password": "123"})
+    assert weak.value.reasons == ["length"]
+    client.auth.sign_up({"email": "ann@example.com", "password": "secret-pw"})
+    with pytest.raises(AuthApiError) as wrong:
+        client.auth.sign_in_with_password({"email": "ann@example.com", "password": "wrong-pw"})
+    assert wrong.value.code == "invalid_credentials"
+
+
+def test_admin_lists_gets_bans_and_deletes(client, admin):
+    client.auth.sign_up({"email": "ann@example.com", "password": "secret-pw"})
+    client.auth.sign_out()
+    users = admin.list_users()
+    assert [user.email for user in users] == ["ann@example.com"]
+    uuid = "00000000-0000-0000-0000-000000000001"
+    assert admin.get_user_by_id(uuid).user.email == "ann@example.com"
+    admin.update_user_by_id(uuid, {"ban_duration": "24h", "app_metadata": {"plan": "pro"}})
+    with pytest.raises(AuthApiError) as banned:
+        client.auth.sign_in_with_password({"email": "ann@example.com", "password": "secret-pw"})
+    assert banned.value.code == "user_banned"
+    lifted = admin.update_user_by_id(uuid, {"ban_duration": "none"})
+    assert lifted.user.app_metadata["plan"] == "pro"
+    assert client.auth.sign_in_with_password({"email": "ann@example.com", "password": "secret-pw"}).user
+    client.auth.sign_out()
+    admin.delete_user(uuid)
+    assert admin.list_users() == []
