@@ -1,0 +1,47 @@
+// supabase-js against minibase, as an app calls it. tests/test_supabase_js.py runs this with the
+// server's URL and keys in the environment and checks what it prints: one JSON object of results.
+import { createClient } from '@supabase/supabase-js'
+import WebSocket from 'ws' // Node 20 has no WebSocket of its own; supabase-js's Realtime wants one
+
+const { MINIBASE_URL: url, ANON_KEY: anon, SERVICE_KEY: service } = process.env
+const options = { realtime: { transport: WebSocket }, auth: { persistSession: false } }
+const client = createClient(url, anon, options)
+const admin = createClient(url, service, { ...options, auth: { ...options.auth, autoRefreshToken: false } })
+const out = {}
+
+const events = []
+client.auth.onAuthStateChange((event) => events.push(event))
+
+out.weak = (await client.auth.signUp({ email: 'js@example.com', password: '123' })).error?.code
+const signedUp = await client.auth.signUp({ email: 'js@example.com', password: 'secret-pw' })
+out.userId = signedUp.data.user.id
+out.wrong = (await client.auth.signInWithPassword({ email: 'js@example.com', password: 'nope-nope' })).error?.code
+await client.auth.signInWithPassword({ email: 'js@example.com', password: 'secret-pw' })
+out.updated = (await client.auth.updateUser({ data: { pet: 'cat' } })).data.user.user_metadata.pet
+out.refreshed = !!(await client.auth.refreshSession()).data.session?.access_token
+
+const inserted = await client.from('notes').insert({ body: 'from js' }, { count: 'exact' }).select()
+out.insertCount = inserted.count
+out.ownerMatches = String(inserted.data[0].user_id) === out.userId
+out.duplicate = (await client.from('tags').insert([{ id: 1, name: 'a' }, { id: 1, name: 'b' }])).error?.code
+out.single = (await client.from('tags').select('*').eq('name', 'nope').single()).error?.code
+out.maybe = (await client.from('tags').select('*').eq('name', 'nope').maybeSingle()).data
+await client.from('tags').insert([{ name: 'red' }, { name: 'blue' }])
+out.upsert = (await client.from('tags').upsert({ name: 'red', uses: 3 }, { onConflict: 'name' }).select()).data[0].uses
+const counted = await client.from('tags').select('*', { count: 'exact' }).range(0, 0)
+out.total = counted.count
+out.csv = (await client.from('tags').select('name').order('name').csv()).data
+out.deleted = (await client.from('tags').delete({ count: 'exact' }).eq('name', 'blue')).count
+
+const listed = await admin.auth.admin.listUsers()
+out.listed = listed.data.users.map((u) => u.email)
+out.total_users = listed.data.total
+const uuid = '00000000-0000-0000-0000-' + out.userId.padStart(12, '0')
+out.fetched = (await admin.auth.admin.getUserById(uuid)).data.user?.email
+await admin.auth.admin.updateUserById(uuid, { ban_duration: '1h' })
+out.banned = (await client.auth.signInWithPassword({ email: 'js@example.com', password: 'secret-pw' })).error?.code
+
+await client.auth.signOut()
+out.events = events
+console.log(JSON.stringify(out))
+process.exit(0)
