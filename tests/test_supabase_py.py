@@ -2,18 +2,14 @@
 server, on both databases: auth, the owner rule, PostgREST's error codes as the SDK reads them,
 upsert on an inline UNIQUE column, write counts, and auth.admin with bans."""
 
+import httpx
 import pytest
 import sqlalchemy as sa
 
 from support import serve_app
 
 supabase = pytest.importorskip("supabase")
-# The SDK warns about its own internals and leaves its HTTP clients to the garbage collector.
-pytestmark = [
-    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
-    pytest.mark.filterwarnings("ignore::ResourceWarning"),
-    pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"),
-]
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")  # about the SDK's own internals
 from postgrest.exceptions import APIError  # noqa: E402
 from supabase_auth.errors import AuthApiError, AuthWeakPasswordError  # noqa: E402
 
@@ -60,17 +56,32 @@ def server(make_app, database_url, backend, tmp_path):
 
 
 @pytest.fixture
-def client(server, anon_key):
-    return supabase.create_client(server, anon_key)
+def connect(server):
+    """create_client as an app calls it, over HTTP clients closed when the test ends."""
+    opened = []
+
+    def make(key):
+        http = httpx.Client()
+        opened.append(http)
+        return supabase.create_client(server, key, supabase.ClientOptions(httpx_client=http))
+
+    yield make
+    for http in opened:
+        http.close()
 
 
 @pytest.fixture
-def admin(server, service_key):
-    return supabase.create_client(server, service_key).auth.admin
+def client(connect, anon_key):
+    return connect(anon_key)
 
 
-def test_auth_and_the_owner_rule(server, anon_key):
-    ann, bob = supabase.create_client(server, anon_key), supabase.create_client(server, anon_key)
+@pytest.fixture
+def admin(connect, service_key):
+    return connect(service_key).auth.admin
+
+
+def test_auth_and_the_owner_rule(connect, anon_key):
+    ann, bob = connect(anon_key), connect(anon_key)
     signed_up = ann.auth.sign_up({"email": "ann@example.com", "password": "secret-pw"})
     assert signed_up.user.id == "1"
     bob.auth.sign_up({"email": "bob@example.com", "password": "secret-pw"})
