@@ -12,12 +12,13 @@ from pathlib import Path
 
 import pymysql
 import pytest
+import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
 import tokens
 from app import create_app
 from extensions import db
-from support import SECRET, Api, free_port, stop_waitress
+from support import SECRET, Api, free_port, serve_app, stop_waitress
 
 BACKENDS = ["sqlite", pytest.param("mysql", marks=pytest.mark.mysql)]
 
@@ -144,6 +145,49 @@ def service_key():
 @pytest.fixture
 def api(app, anon_key):
     return Api(app, anon_key)
+
+
+SDK_TABLES = """
+[tables.notes]
+select = "owner"
+insert = "owner"
+update = "owner"
+delete = "owner"
+owner_column = "user_id"
+
+[tables.tags]
+select = "anon"
+insert = "anon"
+update = "anon"
+delete = "anon"
+"""
+
+
+@pytest.fixture
+def sdk_server(make_app, database_url, backend, tmp_path):
+    """What the official-SDK tests drive: `notes` under the owner rule and `tags` open to anon (its
+    UNIQUE written inline, the form SQLite's reflection once missed), served by waitress."""
+    auto = "AUTO_INCREMENT" if backend == "mysql" else "AUTOINCREMENT"
+    engine = sa.create_engine(database_url)
+    with engine.begin() as connection:
+        connection.execute(
+            sa.text(
+                f"CREATE TABLE notes (id INTEGER PRIMARY KEY {auto}, user_id INTEGER NOT NULL, "
+                "body VARCHAR(200) NOT NULL)"
+            )
+        )
+        connection.execute(
+            sa.text(
+                f"CREATE TABLE tags (id INTEGER PRIMARY KEY {auto}, name VARCHAR(50) NOT NULL UNIQUE, "
+                "uses INTEGER)"
+            )
+        )
+    engine.dispose()
+    config = tmp_path / "tables.toml"
+    config.write_text(SDK_TABLES)
+    base, stop = serve_app(make_app(TABLES_CONFIG=str(config)))
+    yield base
+    stop()
 
 
 @pytest.fixture

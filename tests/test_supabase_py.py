@@ -4,66 +4,22 @@ upsert on an inline UNIQUE column, write counts, and auth.admin with bans."""
 
 import httpx
 import pytest
-import sqlalchemy as sa
-
-from support import serve_app
 
 supabase = pytest.importorskip("supabase")
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")  # about the SDK's own internals
 from postgrest.exceptions import APIError  # noqa: E402
 from supabase_auth.errors import AuthApiError, AuthWeakPasswordError  # noqa: E402
 
-TABLES = """
-[tables.notes]
-select = "owner"
-insert = "owner"
-update = "owner"
-delete = "owner"
-owner_column = "user_id"
-
-[tables.tags]
-select = "anon"
-insert = "anon"
-update = "anon"
-"""
-
 
 @pytest.fixture
-def server(make_app, database_url, backend, tmp_path):
-    auto = "AUTO_INCREMENT" if backend == "mysql" else "AUTOINCREMENT"
-    engine = sa.create_engine(database_url)
-    with engine.begin() as connection:
-        connection.execute(
-            sa.text(
-                f"CREATE TABLE notes (id INTEGER PRIMARY KEY {auto}, user_id INTEGER NOT NULL, "
-                "body VARCHAR(200) NOT NULL)"
-            )
-        )
-        # UNIQUE written in the column's definition: the form SQLite's reflection once missed.
-        connection.execute(
-            sa.text(
-                f"CREATE TABLE tags (id INTEGER PRIMARY KEY {auto}, name VARCHAR(50) NOT NULL UNIQUE, "
-                "uses INTEGER)"
-            )
-        )
-    engine.dispose()
-    config = tmp_path / "tables.toml"
-    config.write_text(TABLES)
-    app = make_app(TABLES_CONFIG=str(config))
-    base, stop = serve_app(app)
-    yield base
-    stop()
-
-
-@pytest.fixture
-def connect(server):
+def connect(sdk_server):
     """create_client as an app calls it, over HTTP clients closed when the test ends."""
     opened = []
 
     def make(key):
         http = httpx.Client()
         opened.append(http)
-        return supabase.create_client(server, key, supabase.ClientOptions(httpx_client=http))
+        return supabase.create_client(sdk_server, key, supabase.ClientOptions(httpx_client=http))
 
     yield make
     for http in opened:
