@@ -248,9 +248,8 @@ def sign_in(email, password):
         raise invalid_credentials()
     if not found.active:
         raise user_inactive()
-    if is_banned(
-        db.session.execute(select(Profile.banned_until).where(Profile.user_id == found.user_id)).scalar()
-    ):
+    banned_until = select(Profile.banned_until).where(Profile.user_id == found.user_id)
+    if is_banned(db.session.execute(banned_until).scalar()):
         raise user_banned()
     users = users_table()
     if needs_rehash(found.password, config("BCRYPT_ROUNDS")):
@@ -313,20 +312,24 @@ def change_user(user_id, fields, keep_session=None):
     if "about" in fields or "about" in data:
         profile["about"] = about
     if extra_changes:
-        extra = dict(locked_extra(user_id) or {})
-        extra.update(extra_changes)
-        profile["extra"] = {k: v for k, v in extra.items() if v is not None} or None
+        profile["extra"] = merged(locked_profile_value(user_id, Profile.extra), extra_changes)
     upsert(Profile.__table__, profile, ["user_id"])
     if "password" in fields:
         sessions.end(Session.user_id == user_id, Session.id != keep_session)
 
 
-def locked_extra(user_id):
-    """The user's stored metadata, their profile row locked until the transaction ends, so that
-    concurrent merges into it are applied one after the other and none is lost."""
-    upsert(Profile.__table__, {"user_id": user_id}, ["user_id"])  # a row to lock, and on SQLite the lock
-    found = select(Profile.extra).where(Profile.user_id == user_id).with_for_update()
+def locked_profile_value(user_id, column):
+    """`column` of the user's profile, the row (made if missing) locked until the transaction ends,
+    so that concurrent merges into it are applied one after the other and none is lost."""
+    upsert(Profile.__table__, {"user_id": user_id}, ["user_id"])  # a row to lock; on SQLite, the lock
+    found = select(column).where(Profile.user_id == user_id).with_for_update()
     return db.session.execute(found).scalar()
+
+
+def merged(stored, changes):
+    """`changes` merged into the JSON object `stored`; a key set to null is removed."""
+    result = {**(stored or {}), **changes}
+    return {key: value for key, value in result.items() if value is not None} or None
 
 
 def count_password_change(user_id):
@@ -420,11 +423,8 @@ def _administer(user_id, fields):
         if duration is not None:
             sessions.end(Session.user_id == user_id)
     if fields.get("app_metadata"):
-        upsert(Profile.__table__, {"user_id": user_id}, ["user_id"])
-        found = select(Profile.app_metadata).where(Profile.user_id == user_id).with_for_update()
-        stored = dict(db.session.execute(found).scalar() or {})
-        stored.update(fields["app_metadata"])
-        profile["app_metadata"] = {k: v for k, v in stored.items() if v is not None} or None
+        stored = locked_profile_value(user_id, Profile.app_metadata)
+        profile["app_metadata"] = merged(stored, fields["app_metadata"])
     upsert(Profile.__table__, profile, ["user_id"])
 
 
