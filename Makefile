@@ -37,8 +37,14 @@ format: $(VENV)/.dev-deps ## ruff format and ruff check --fix
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-bench: $(VENV)/.dev-deps ## measure sign-in, GET /user and table reads against a real waitress server
+.venv-bench/.deps: requirements-bench.txt
+	$(PYTHON) -m venv .venv-bench
+	.venv-bench/bin/pip install --quiet --disable-pip-version-check -r requirements-bench.txt
+	touch $@
+
+bench: $(VENV)/.dev-deps .venv-bench/.deps ## reads, GET /user and sign-in against a ceiling and datasette, with wrk (apt-get install wrk)
+	@command -v wrk >/dev/null || { echo "make bench needs wrk: apt-get install wrk"; exit 1; }
 	$(BIN)/python bench.py
 
 clean: ## remove the virtualenv and caches (instance/ with its database and secret is kept)
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .venv-bench .pytest_cache .ruff_cache .hypothesis
