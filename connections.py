@@ -92,7 +92,7 @@ def end_transaction(response):
     """after_request: end the request's transaction (a read's included) while errors still become
     JSON: a connection that dies here gives the documented 503, not a bare 500 from teardown."""
     try:
-        db.session.rollback()
+        db.session.close()  # rolls back and returns the connection: the teardown then has nothing to do
     except DBAPIError as exc:
         log.error(
             "database unavailable at the end of %s %s: %s", request.method, request.path, database_code(exc)
