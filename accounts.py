@@ -248,9 +248,12 @@ def sign_in(email, password):
         raise invalid_credentials()
     if not found.active:
         raise user_inactive()
-    banned_until = select(Profile.banned_until).where(Profile.user_id == found.user_id)
-    if is_banned(db.session.execute(banned_until).scalar()):
+    state_of = select(Profile.banned_until, Profile.unconfirmed).where(Profile.user_id == found.user_id)
+    profile = db.session.execute(state_of).first()
+    if profile is not None and is_banned(profile.banned_until):
         raise user_banned()
+    if profile is not None and profile.unconfirmed:
+        raise APIError(400, Auth.EMAIL_NOT_CONFIRMED, "Email not confirmed")
     users = users_table()
     if needs_rehash(found.password, config("BCRYPT_ROUNDS")):
         rehashed = hash_password(password, config("BCRYPT_ROUNDS"), prefix=family(found.password))

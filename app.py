@@ -9,6 +9,7 @@ import config
 import connections
 import errors
 import gateway
+import mail
 import policies
 import responses
 from extensions import Minibase, cors, db, limiter, migrate
@@ -69,6 +70,7 @@ def create_app(test_config=None):
     policies.init_app(app)
 
     connections.init_app(app)
+    mail.warn_if_not_configured(app)
     with app.app_context():
         if app.config["AUTO_MIGRATE"]:
             upgrade_database()

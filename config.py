@@ -44,6 +44,13 @@ def _seconds(name, raw):
     return value
 
 
+def _choice(name, raw, choices):
+    value = raw.strip().lower()
+    if value not in choices:
+        raise ConfigError(f"{name} must be one of {', '.join(choices)}, not {raw!r}")
+    return value
+
+
 def _integer(name, raw, minimum=0):
     try:
         value = int(raw)
@@ -76,6 +83,20 @@ VARIABLES = {
     "THREADS": ("8", lambda n, v: _integer(n, v, 1)),
     "DB_TIMEOUT": ("10", _seconds),
     "STATEMENT_TIMEOUT": ("10", _seconds),
+    # E-mail: confirmation, recovery, magic links, one-time codes (docs/email.md).
+    "MAILER_AUTOCONFIRM": ("true", _boolean),
+    "SMTP_HOST": (None, _text),
+    "SMTP_PORT": ("587", lambda n, v: _integer(n, v, 1)),
+    "SMTP_USER": (None, _text),
+    "SMTP_PASS": (None, _text),
+    "SMTP_SENDER": ("minibase <noreply@localhost>", _text),
+    "SMTP_SECURITY": ("starttls", lambda n, v: _choice(n, v, ("starttls", "ssl", "none"))),
+    "SITE_URL": ("http://localhost:3000", _text),
+    "API_EXTERNAL_URL": (None, _text),
+    "REDIRECT_ALLOW_LIST": ("", _text),
+    "OTP_EXPIRY": ("3600", lambda n, v: _integer(n, v, 60)),
+    "EMAIL_RATE_LIMIT": ("60", _integer),
+    "EMAIL_TEMPLATES": (None, _text),
 }
 
 
@@ -142,8 +163,10 @@ def flask_settings(settings):
     tables = settings["TABLES_CONFIG"]
     if tables is None and (ROOT / "tables.toml").exists():
         tables = str(ROOT / "tables.toml")
+    external = settings["API_EXTERNAL_URL"] or f"http://{settings['HOST']}:{settings['PORT']}"
     return {
         **settings,
+        "API_EXTERNAL_URL": external.rstrip("/"),
         "DATABASE_URL": url,
         "TABLES_CONFIG": tables,
         "SQLALCHEMY_DATABASE_URI": url,

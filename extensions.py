@@ -33,6 +33,7 @@ class Minibase:
     policies: dict = field(default_factory=dict)  # table name -> policies.Policy, from tables.toml
     users: object = None  # the users table, reflected on first use
     email_is_unique: bool = True  # whether a unique index on users.email guards sign-ups
+    send_seconds: float = 0.05  # how long a recovery mail takes to send, on average (emails.recover)
     schema: Schema = field(default_factory=Schema)
 
 

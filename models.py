@@ -34,6 +34,8 @@ SERVICE_TABLES = (
     "minibase_profiles",
     "minibase_signup_locks",
     "minibase_failed_sign_ins",
+    "minibase_one_time_tokens",
+    "minibase_email_sends",
     "minibase_alembic_version",
 )
 USER_COLUMNS = (
@@ -87,6 +89,37 @@ class Profile(db.Model):
     last_sign_in_at = mapped_column(DateTime)
     banned_until = mapped_column(DateTime)  # set by an administrator's ban_duration
     app_metadata: Mapped[dict | None] = mapped_column(JSON)  # set by an administrator only
+    unconfirmed: Mapped[bool | None] = mapped_column(Boolean)  # a sign-up awaiting its confirmation
+    confirmation_sent_at = mapped_column(DateTime)
+    confirmed_at = mapped_column(DateTime)
+    recovery_sent_at = mapped_column(DateTime)
+    new_email: Mapped[str | None] = mapped_column(String(255))  # awaiting the new address's confirmation
+    email_change_sent_at = mapped_column(DateTime)
+
+
+class OneTimeToken(db.Model):
+    """A link token and a 6-digit code for one user and purpose, as keyed hashes only; a new one for
+    the same user and purpose replaces the old."""
+
+    __tablename__ = "minibase_one_time_tokens"
+
+    user_id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    purpose: Mapped[str] = mapped_column(String(20), primary_key=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    code_hash: Mapped[str] = mapped_column(String(64))
+    email: Mapped[str] = mapped_column(String(255))
+    created_at = mapped_column(DateTime, nullable=False)
+    expires_at = mapped_column(DateTime, nullable=False)
+    wrong_guesses: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+
+
+class EmailSend(db.Model):
+    """When an e-mail last went to an address (a keyed hash of it), for EMAIL_RATE_LIMIT."""
+
+    __tablename__ = "minibase_email_sends"
+
+    address_key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    sent_at = mapped_column(DateTime, nullable=False, index=True)
 
 
 class SignUpLock(db.Model):
@@ -186,6 +219,12 @@ def user_columns():
         Profile.last_sign_in_at,
         Profile.banned_until,
         Profile.app_metadata,
+        Profile.unconfirmed,
+        Profile.confirmation_sent_at,
+        Profile.confirmed_at,
+        Profile.recovery_sent_at,
+        Profile.new_email,
+        Profile.email_change_sent_at,
     ]
 
 
@@ -214,14 +253,19 @@ def user_object(row):
     """GoTrue's user object for a row of user_query; `id` is the integer user_id."""
     metadata = {**(row.extra or {}), **{name: getattr(row, name) for name in METADATA_COLUMNS}}
     created = timestamp(row.joined)
+    confirmed = None if row.unconfirmed else timestamp(row.confirmed_at) or created
     return {
         "id": row.user_id,
         "aud": "authenticated",
         "role": "authenticated",
         "email": row.email,
         "phone": "",
-        "email_confirmed_at": created,
-        "confirmed_at": created,
+        "email_confirmed_at": confirmed,
+        "confirmed_at": confirmed,
+        "confirmation_sent_at": timestamp(row.confirmation_sent_at),
+        "recovery_sent_at": timestamp(row.recovery_sent_at),
+        "new_email": row.new_email,
+        "email_change_sent_at": timestamp(row.email_change_sent_at),
         "app_metadata": {**(row.app_metadata or {}), "provider": "email", "providers": ["email"]},
         "user_metadata": metadata,
         "identities": [],

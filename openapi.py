@@ -29,7 +29,18 @@ AUTH_PATHS = {
         "put": "Update the signed-in user",
     },
     "/auth/v1/logout": {"post": "End the session (scope=global|local|others); 204"},
-    "/auth/v1/settings": {"get": "Whether sign-up is open"},
+    "/auth/v1/settings": {"get": "Whether sign-up is open and whether addresses are confirmed by mail"},
+    "/auth/v1/recover": {"post": "Mail a password-recovery link and code; 200 {} for any address"},
+    "/auth/v1/otp": {"post": "Mail a magic link and code, signing the address up when asked"},
+    "/auth/v1/resend": {"post": "Mail a sign-up's or an address change's confirmation again"},
+    "/auth/v1/verify": {
+        "get": "The link in a mail: a 303 to redirect_to with the session in the fragment",
+        "post": "Redeem a token_hash, or an address and its 6-digit code, for a session",
+    },
+    "/auth/v1/invite": {"post": "Invite an address (service_role); mails a link"},
+    "/auth/v1/admin/generate_link": {
+        "post": "A link and code for an address, returned not mailed (service_role)"
+    },
 }
 
 

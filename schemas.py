@@ -194,3 +194,43 @@ def load(schema, body=None):
         if message == "Unknown field.":
             message = "is not a field that can be updated"
         raise validation_failed(f"{field}: {message}") from None
+
+
+# --- e-mail flows (emails.py); official clients add fields of their own, which are ignored
+
+
+class RecoverSchema(_Base):
+    class Meta:
+        unknown = EXCLUDE
+
+    email = fields.String(required=True, validate=EMAIL_RULES)
+
+
+class OtpSchema(RecoverSchema):
+    create_user = fields.Boolean(load_default=True)
+    data = fields.Dict(keys=fields.String(), load_default=dict, allow_none=True)
+
+
+class ResendSchema(RecoverSchema):
+    type = fields.String(required=True, validate=validate.OneOf(("signup", "email_change")))
+
+
+class VerifySchema(_Base):
+    class Meta:
+        unknown = EXCLUDE
+
+    type = fields.String(required=True)
+    token_hash = fields.String(validate=validate.Length(max=200))
+    email = fields.String(validate=EMAIL_RULES)
+    token = fields.String(validate=validate.Length(max=200))
+
+
+class GenerateLinkSchema(RecoverSchema):
+    type = fields.String(required=True)
+    password = fields.String(validate=_not_too_long)
+    data = fields.Dict(keys=fields.String(), allow_none=True)
+    redirect_to = fields.String(validate=validate.Length(max=2000))
+
+
+class InviteSchema(RecoverSchema):
+    data = fields.Dict(keys=fields.String(), allow_none=True)

@@ -4,10 +4,11 @@ from flask import Blueprint, request
 from werkzeug.routing import BaseConverter
 
 import accounts
+import emails
 from accounts import string_id_for_sdks
 from errors import APIError, Auth
 from gateway import identity
-from schemas import AdminCreateSchema, AdminUserSchema, PageSchema, load
+from schemas import AdminCreateSchema, AdminUserSchema, GenerateLinkSchema, PageSchema, load
 
 bp = Blueprint("admin", __name__, url_prefix="/auth/v1/admin")
 
@@ -34,6 +35,7 @@ def register_converter(state):
 create_schema = AdminCreateSchema()
 update_schema = AdminUserSchema()
 page_schema = PageSchema()
+link_schema = GenerateLinkSchema()
 
 
 @bp.before_request
@@ -80,3 +82,14 @@ def update_user(user_id):
 def delete_user(user_id):
     accounts.admin_delete_user(user_id)
     return {}
+
+
+@bp.post("/generate_link")
+def generate_link():
+    """A sign-up, invite, magic link or recovery link and code, returned instead of mailed."""
+    body = load(link_schema)
+    redirect = body.get("redirect_to") or request.args.get("redirect_to")
+    found = emails.generate_link(
+        body["type"], body["email"], body.get("password"), body.get("data"), redirect
+    )
+    return string_id_for_sdks(found)

@@ -1,18 +1,24 @@
 """/auth/v1: GoTrue's wire format over the existing users table."""
 
-from flask import Blueprint, current_app, request
+from flask import Blueprint, current_app, redirect, request
 
 import accounts
+import emails
 import sessions
 from accounts import string_id_for_sdks
 from errors import APIError, Auth
 from extensions import limiter
-from gateway import requires_user
+from gateway import identity, requires_user
 from schemas import (
+    InviteSchema,
+    OtpSchema,
     PasswordGrantSchema,
+    RecoverSchema,
     RefreshGrantSchema,
+    ResendSchema,
     SignUpSchema,
     UserUpdateSchema,
+    VerifySchema,
     load,
 )
 
@@ -22,6 +28,11 @@ signup_schema = SignUpSchema()
 password_schema = PasswordGrantSchema()
 refresh_schema = RefreshGrantSchema()
 update_schema = UserUpdateSchema()
+recover_schema = RecoverSchema()
+otp_schema = OtpSchema()
+resend_schema = ResendSchema()
+verify_schema = VerifySchema()
+invite_schema = InviteSchema()
 
 
 def session_with_string_id(session):
@@ -32,7 +43,17 @@ def session_with_string_id(session):
 @limiter.limit("30 per 5 minutes")
 def signup():
     body = load(signup_schema)
+    if not current_app.config["MAILER_AUTOCONFIRM"]:
+        if current_app.config["DISABLE_SIGNUP"]:
+            raise APIError(422, Auth.SIGNUP_DISABLED, "Signups not allowed for this instance")
+        user = emails.sign_up_unconfirmed(body["email"], body["password"], body["data"], redirect_to())
+        return string_id_for_sdks(user)
     return session_with_string_id(accounts.sign_up(body["email"], body["password"], body["data"]))
+
+
+def redirect_to():
+    """Where a mailed link should lead: the redirect_to query parameter (how the SDKs send it)."""
+    return request.args.get("redirect_to") or None
 
 
 @bp.post("/token")
@@ -57,7 +78,10 @@ def get_user(who):
 @bp.route("/user", methods=["PATCH", "PUT"])
 @requires_user
 def update_user(who):
-    return string_id_for_sdks(accounts.update_user(who, load(update_schema)))
+    fields = load(update_schema)
+    if "email" in fields and not current_app.config["MAILER_AUTOCONFIRM"]:
+        return string_id_for_sdks(emails.update_user_confirming_email(who, fields, redirect_to()))
+    return string_id_for_sdks(accounts.update_user(who, fields))
 
 
 @bp.post("/logout")
@@ -72,5 +96,52 @@ def settings():
     return {
         "disable_signup": current_app.config["DISABLE_SIGNUP"],
         "external": {"email": True},
-        "mailer_autoconfirm": True,
+        "mailer_autoconfirm": current_app.config["MAILER_AUTOCONFIRM"],
     }
+
+
+# --- e-mail: recovery, magic links and codes, confirmation (emails.py)
+
+
+@bp.post("/recover")
+@limiter.limit("30 per 5 minutes")
+def recover():
+    return emails.recover(load(recover_schema)["email"], redirect_to())
+
+
+@bp.post("/otp")
+@limiter.limit("30 per 5 minutes")
+def otp():
+    body = load(otp_schema)
+    return emails.magic_link(body["email"], body["create_user"], body["data"], redirect_to())
+
+
+@bp.post("/resend")
+@limiter.limit("30 per 5 minutes")
+def resend():
+    body = load(resend_schema)
+    return emails.resend(body["type"], body["email"], redirect_to())
+
+
+@bp.post("/verify")
+@limiter.limit("150 per 5 minutes")
+def verify():
+    body = load(verify_schema)
+    session = emails.verify(body["type"], body.get("token_hash"), body.get("email"), body.get("token"))
+    return session_with_string_id(session)
+
+
+@bp.get("/verify")
+@limiter.limit("150 per 5 minutes")
+def follow_link():
+    """The link in a mail: a 303 to redirect_to with the session, or the error, in the fragment."""
+    kind, token = request.args.get("type", ""), request.args.get("token", "")
+    return redirect(emails.redirect_after_verify(kind, token, redirect_to()), code=303)
+
+
+@bp.post("/invite")
+def invite():
+    if identity().role != "service_role":
+        raise APIError(403, Auth.NOT_ADMIN, "User not allowed")
+    body = load(invite_schema)
+    return string_id_for_sdks(emails.invite(body["email"], body.get("data"), redirect_to()))

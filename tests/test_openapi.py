@@ -49,6 +49,9 @@ def test_anon_sees_what_anon_may_do(described):
     assert set(doc["paths"]["/rest/v1/places"]) == {"get"}
     assert "/rest/v1/secrets" not in doc["paths"] and "/rest/v1/planned" not in doc["paths"]
     assert "/auth/v1/token" in doc["paths"]
+    for path in ("/auth/v1/recover", "/auth/v1/otp", "/auth/v1/resend", "/auth/v1/invite"):
+        assert "post" in doc["paths"][path]
+    assert set(doc["paths"]["/auth/v1/verify"]) == {"get", "post"}
     places = doc["components"]["schemas"]["places"]
     assert places["properties"]["id"] == {"type": "integer", "description": "primary key"}
     assert places["properties"]["name"] == {"type": "string", "maxLength": 80}

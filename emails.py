@@ -1,0 +1,403 @@
+"""The auth API's e-mail flows: confirmation of a sign-up or an address change, recovery, magic
+links and invitations, each a link token and a 6-digit code sent by mail and verified once.
+
+Tokens are stored only as keyed hashes (HMAC with JWT_SECRET), so nothing in the database can be
+replayed; a new token for the same user and purpose replaces the old; a code dies after
+MAX_WRONG_GUESSES; a bad, used or expired token is always the same 403 otp_expired. Mail goes
+through mail.py within the transaction that made its token: if it cannot be sent, the token (and a
+user made for it) is rolled back with it."""
+
+import hashlib
+import hmac
+import re
+import secrets
+import time
+from datetime import timedelta
+from urllib.parse import quote, urlencode
+
+from flask import current_app
+from sqlalchemy import delete, select, update
+
+import accounts
+import mail
+import sessions
+import tokens
+from connections import retrying
+from errors import APIError, Auth, user_banned, user_inactive, user_not_found, validation_failed
+from extensions import db, state
+from models import EmailSend, OneTimeToken, Profile, is_banned, load_user, upsert, user_object, users_table
+
+MAX_WRONG_GUESSES = 5
+TEMPLATES = {
+    "signup": "confirmation",
+    "recovery": "recovery",
+    "magiclink": "magic_link",
+    "email_change": "email_change",
+    "invite": "invite",
+}
+# The purposes a `type` of /verify may redeem: `email` is the code of a magic link or a sign-up.
+VERIFY_TYPES = {
+    "signup": ("signup",),
+    "recovery": ("recovery",),
+    "magiclink": ("magiclink",),
+    "email": ("magiclink", "signup"),
+    "email_change": ("email_change",),
+    "invite": ("invite",),
+}
+LINK_TYPES = ("signup", "invite", "magiclink", "recovery")  # what admin/generate_link makes
+
+
+def config(name):
+    return current_app.config[name]
+
+
+def otp_expired():
+    return APIError(403, Auth.OTP_EXPIRED, "Token has expired or is invalid")
+
+
+def keyed_hash(text):
+    """What the database keeps of a token, a code or an address: an HMAC keyed with JWT_SECRET, so
+    that a copy of the database neither replays a token nor brute-forces a 6-digit code."""
+    return hmac.new(config("JWT_SECRET").encode(), text.encode(), hashlib.sha256).hexdigest()
+
+
+def _code_hash(user_id, purpose, code):
+    return keyed_hash(f"code:{user_id}:{purpose}:{code}")
+
+
+# --- links
+
+
+def _glob(pattern):
+    """A REDIRECT_ALLOW_LIST pattern as a regex: `*` stays within one host label or path segment
+    (it never crosses `.` or `/`), `**` crosses anything, `?` is one such character."""
+    parts = re.split(r"(\*\*|\*|\?)", pattern)
+    translated = {"**": ".*", "*": r"[^./]*", "?": r"[^./]"}
+    return re.compile("".join(translated.get(part, re.escape(part)) for part in parts) + r"\Z")
+
+
+def redirect_target(redirect_to):
+    """`redirect_to` when REDIRECT_ALLOW_LIST admits it (or it is SITE_URL itself, or below it), else
+    SITE_URL: no link hands its tokens to a site nobody listed."""
+    site = config("SITE_URL")
+    if not redirect_to:
+        return site
+    patterns = [p.strip() for p in config("REDIRECT_ALLOW_LIST").split(",") if p.strip()]
+    if redirect_to == site or any(_glob(pattern).match(redirect_to) for pattern in patterns):
+        return redirect_to
+    return site
+
+
+def action_link(token, purpose, redirect_to):
+    query = urlencode({"token": token, "type": purpose, "redirect_to": redirect_to}, quote_via=quote)
+    return f"{config('API_EXTERNAL_URL')}/auth/v1/verify?{query}"
+
+
+# --- tokens and sending
+
+
+def issue(user_id, purpose, email):
+    """A new link token and code for (user, purpose), replacing any older one (not committed)."""
+    token = secrets.token_urlsafe(32)
+    code = f"{secrets.randbelow(10**6):06d}"
+    now = tokens.utcnow()
+    db.session.execute(
+        delete(OneTimeToken).where(OneTimeToken.user_id == user_id, OneTimeToken.purpose == purpose)
+    )
+    db.session.add(
+        OneTimeToken(
+            user_id=user_id,
+            purpose=purpose,
+            token_hash=keyed_hash(f"link:{token}"),
+            code_hash=_code_hash(user_id, purpose, code),
+            email=email,
+            created_at=now,
+            expires_at=now + timedelta(seconds=config("OTP_EXPIRY")),
+            wrong_guesses=0,
+        )
+    )
+    db.session.flush()
+    return token, code
+
+
+def throttle(email):
+    """One e-mail per address per EMAIL_RATE_LIMIT seconds (counted for unknown addresses too, or
+    the limit would tell which addresses have accounts)."""
+    if not config("RATE_LIMITS") or not config("EMAIL_RATE_LIMIT"):
+        return
+    key = keyed_hash(f"address:{email}")
+    now = tokens.utcnow()
+    upsert(EmailSend.__table__, {"address_key": key, "sent_at": now - timedelta(days=1)}, ["address_key"], {})
+    last = db.session.execute(
+        select(EmailSend.sent_at).where(EmailSend.address_key == key).with_for_update()
+    ).scalar()
+    wait = config("EMAIL_RATE_LIMIT") - (now - last).total_seconds()
+    if wait > 0:
+        raise APIError(
+            429,
+            Auth.OVER_EMAIL_SEND_RATE_LIMIT,
+            f"For security purposes, you can only request this after {int(wait) + 1} seconds.",
+            headers={"Retry-After": str(int(wait) + 1)},
+        )
+    db.session.execute(update(EmailSend).where(EmailSend.address_key == key).values(sent_at=now))
+
+
+def send(purpose, user_id, email, redirect_to):
+    """Issue a token for (user, purpose) and mail its link and code to `email` (not committed: a
+    failure to send is a 503 and the caller's transaction, token included, is rolled back)."""
+    token, code = issue(user_id, purpose, email)
+    link = action_link(token, purpose, redirect_target(redirect_to))
+    mail.send(mail.compose(TEMPLATES[purpose], email, link=link, code=code))
+
+
+def _profile(user_id, **values):
+    upsert(Profile.__table__, {"user_id": user_id, **values}, ["user_id"])
+
+
+def _new_user(email, data, password=None, unconfirmed=False):
+    """A user for an e-mail flow: with `password`, or one nobody knows (they sign in by link or code,
+    or set one after recovery)."""
+    user_id = accounts.create_user(email, password or secrets.token_urlsafe(32), data or {})
+    if unconfirmed:
+        _profile(user_id, unconfirmed=True)
+    return user_id
+
+
+# --- the flows
+
+
+@retrying
+def sign_up_unconfirmed(email, password, data, redirect_to):
+    """Sign-up with MAILER_AUTOCONFIRM off: the user, no session, and a confirmation mail."""
+    throttle(email)
+    user_id = _new_user(email, data, password, unconfirmed=True)
+    _profile(user_id, confirmation_sent_at=tokens.utcnow())
+    send("signup", user_id, email, redirect_to)
+    db.session.commit()
+    return user_object(load_user(user_id))
+
+
+@retrying
+def recover(email, redirect_to):
+    """Mail a recovery link and code to a known, active address; the same answer, in about the same
+    time, for an unknown one."""
+    started = time.perf_counter()
+    throttle(email)
+    found = accounts.find_credentials(email)
+    if found is None or not found.active:
+        db.session.commit()  # the throttle's mark
+        _take_as_long_as_a_send(started)
+        return {}
+    _profile(found.user_id, recovery_sent_at=tokens.utcnow())
+    send("recovery", found.user_id, email, redirect_to)
+    db.session.commit()
+    cache = state()
+    cache.send_seconds = 0.8 * cache.send_seconds + 0.2 * (time.perf_counter() - started)
+    return {}
+
+
+def _take_as_long_as_a_send(started):
+    remaining = state().send_seconds * secrets.choice((0.9, 1.0, 1.1)) - (time.perf_counter() - started)
+    if remaining > 0:
+        time.sleep(remaining)
+
+
+@retrying
+def magic_link(email, create_user, data, redirect_to):
+    """POST /otp: mail a magic link and code, signing the address up first when asked."""
+    throttle(email)
+    found = accounts.find_credentials(email)
+    if found is None:
+        if not create_user:
+            db.session.commit()
+            return {}
+        if config("DISABLE_SIGNUP"):
+            raise APIError(422, Auth.SIGNUP_DISABLED, "Signups not allowed for this instance")
+        user_id = _new_user(email, data, unconfirmed=not config("MAILER_AUTOCONFIRM"))
+    elif not found.active:
+        db.session.commit()
+        return {}
+    else:
+        user_id = found.user_id
+    send("magiclink", user_id, email, redirect_to)
+    db.session.commit()
+    return {}
+
+
+@retrying
+def resend(kind, email, redirect_to):
+    """Send a sign-up's confirmation, or an address change's, again (200 {} whatever the address)."""
+    throttle(email)
+    if kind == "signup":
+        found = accounts.find_credentials(email)
+        if found is not None and _row(found.user_id).unconfirmed:
+            _profile(found.user_id, confirmation_sent_at=tokens.utcnow())
+            send("signup", found.user_id, email, redirect_to)
+    else:
+        user_id = db.session.execute(select(Profile.user_id).where(Profile.new_email == email)).scalar()
+        if user_id is not None:
+            _profile(user_id, email_change_sent_at=tokens.utcnow())
+            send("email_change", user_id, email, redirect_to)
+    db.session.commit()
+    return {}
+
+
+def change_email(user_id, new_email, redirect_to):
+    """An address change with MAILER_AUTOCONFIRM off: the new address gets a link, and the change
+    happens when it is followed; `new_email` shows it meanwhile (not committed)."""
+    found = accounts.find_credentials(new_email)
+    if found is not None and found.user_id != user_id:
+        raise accounts.email_exists()
+    accounts.check_lengths({"email": new_email})
+    throttle(new_email)
+    _profile(user_id, new_email=new_email, email_change_sent_at=tokens.utcnow())
+    send("email_change", user_id, new_email, redirect_to)
+
+
+@retrying
+def update_user_confirming_email(who, fields, redirect_to):
+    """PATCH /user with MAILER_AUTOCONFIRM off: every other field changes now, the address only when
+    the link mailed to it is followed."""
+    new_email = fields.pop("email")
+    accounts.change_user(who.user_id, fields, keep_session=who.session_id)
+    if new_email != (who.user.email or "").strip().lower():
+        change_email(who.user_id, new_email, redirect_to)
+    db.session.commit()
+    return user_object(load_user(who.user_id))
+
+
+def _row(user_id):
+    row = load_user(user_id)
+    if row is None:
+        raise otp_expired()
+    return row
+
+
+@retrying
+def verify(kind, token_hash=None, email=None, code=None):
+    """Redeem a link token (`token_hash`) or an address's code for a session."""
+    purposes = VERIFY_TYPES.get(kind)
+    if purposes is None:
+        raise validation_failed(f"type: must be one of {', '.join(VERIFY_TYPES)}")
+    now = tokens.utcnow()
+    if token_hash:
+        found = db.session.execute(
+            select(OneTimeToken)
+            .where(OneTimeToken.token_hash == keyed_hash(f"link:{token_hash}"))
+            .where(OneTimeToken.purpose.in_(purposes))
+            .with_for_update()
+        ).scalar_one_or_none()
+    elif email and code:
+        found = _redeem_code(purposes, email, code)
+    else:
+        raise validation_failed("token_hash, or email and token, are required")
+    if found is None or found.expires_at <= now or found.wrong_guesses >= MAX_WRONG_GUESSES:
+        raise otp_expired()
+    user_id, purpose, address = found.user_id, found.purpose, found.email
+    db.session.delete(found)  # single use
+    row = _row(user_id)
+    if not row.active:
+        raise user_inactive()
+    if is_banned(row.banned_until):
+        raise user_banned()
+    if purpose == "email_change":
+        taken = accounts.find_credentials(address)
+        if taken is not None and taken.user_id != user_id:
+            raise accounts.email_exists()
+        users = users_table()
+        db.session.execute(update(users).where(users.c.user_id == user_id).values(email=address))
+        _profile(user_id, new_email=None)
+    else:  # following any link sent to the address proves it
+        _profile(user_id, unconfirmed=None, confirmed_at=now)
+    return sessions.start(user_id)
+
+
+def _redeem_code(purposes, email, code):
+    """The live token whose code `code` is, for `email`; a wrong code counts against every live
+    token of the address (committed), and one that reaches MAX_WRONG_GUESSES is dead."""
+    candidates = (
+        db.session.execute(
+            select(OneTimeToken)
+            .where(OneTimeToken.email == email, OneTimeToken.purpose.in_(purposes))
+            .with_for_update()
+        )
+        .scalars()
+        .all()
+    )
+    for candidate in candidates:
+        if hmac.compare_digest(candidate.code_hash, _code_hash(candidate.user_id, candidate.purpose, code)):
+            return candidate
+    for candidate in candidates:
+        candidate.wrong_guesses += 1
+    db.session.commit()
+    return None
+
+
+def redirect_after_verify(kind, token, redirect_to):
+    """GET /verify (the link in the mail): where to send the browser, with the session, or the
+    error, in the URL's fragment (never in its query, which servers log)."""
+    target = redirect_target(redirect_to)
+    try:
+        session = verify(kind, token_hash=token)
+    except APIError as error:
+        db.session.rollback()
+        fragment = {
+            "error": "access_denied",
+            "error_code": error.error_code,
+            "error_description": error.message,
+        }
+        return f"{target}#{urlencode(fragment, quote_via=quote)}"
+    fragment = {
+        "access_token": session["access_token"],
+        "expires_at": session["expires_at"],
+        "expires_in": session["expires_in"],
+        "refresh_token": session["refresh_token"],
+        "token_type": "bearer",
+        "type": kind,
+    }
+    return f"{target}#{urlencode(fragment)}"
+
+
+# --- administration
+
+
+@retrying
+def generate_link(kind, email, password=None, data=None, redirect_to=None):
+    """POST /admin/generate_link: the user (made for signup and invite when new) and a link and code
+    for them, returned rather than sent."""
+    if kind not in LINK_TYPES:
+        raise validation_failed(f"type: must be one of {', '.join(LINK_TYPES)}")
+    found = accounts.find_credentials(email)
+    if found is not None:
+        user_id = found.user_id
+    elif kind == "signup":
+        if not password:
+            raise validation_failed("password: required to generate a signup link")
+        user_id = _new_user(email, data, password, unconfirmed=not config("MAILER_AUTOCONFIRM"))
+    elif kind == "invite":
+        user_id = _new_user(email, data, unconfirmed=True)
+    else:
+        raise user_not_found()
+    target = redirect_target(redirect_to)
+    token, code = issue(user_id, kind, email)
+    db.session.commit()
+    return {
+        **user_object(load_user(user_id)),
+        "action_link": action_link(token, kind, target),
+        "email_otp": code,
+        "hashed_token": token,
+        "verification_type": kind,
+        "redirect_to": target,
+    }
+
+
+@retrying
+def invite(email, data, redirect_to):
+    """POST /invite: a new user, who accepts by following the mailed link."""
+    if accounts.find_credentials(email) is not None:
+        raise accounts.email_exists()
+    throttle(email)
+    user_id = _new_user(email, data, unconfirmed=True)
+    send("invite", user_id, email, redirect_to)
+    db.session.commit()
+    return user_object(load_user(user_id))

@@ -1,0 +1,83 @@
+"""Sending e-mail: the templates (shipped in templates/email/, replaceable from EMAIL_TEMPLATES),
+rendered with Jinja, sent with the standard library's smtplib within a 10 s timeout. Without
+SMTP_HOST each message is written to the log instead, so that a developer can follow its link."""
+
+import logging
+import smtplib
+import ssl
+from email.message import EmailMessage
+from email.utils import make_msgid
+
+from flask import current_app
+from jinja2 import ChoiceLoader, Environment, FileSystemLoader, StrictUndefined, select_autoescape
+
+import config
+from errors import APIError, Auth
+
+log = logging.getLogger("minibase")
+
+TIMEOUT = 10  # seconds, for connecting and for each SMTP command
+BUILT_IN = config.ROOT / "templates" / "email"
+KINDS = ("confirmation", "recovery", "magic_link", "email_change", "invite")
+
+
+def templates():
+    """The Jinja environment: EMAIL_TEMPLATES first (a file there replaces the built-in one)."""
+    app = current_app
+    if "minibase.mail" not in app.extensions:
+        folders = (
+            [app.config["EMAIL_TEMPLATES"], str(BUILT_IN)]
+            if app.config["EMAIL_TEMPLATES"]
+            else [str(BUILT_IN)]
+        )
+        app.extensions["minibase.mail"] = Environment(
+            loader=ChoiceLoader([FileSystemLoader(folder) for folder in folders]),
+            autoescape=select_autoescape(enabled_extensions=("html",), default_for_string=False),
+            undefined=StrictUndefined,
+        )
+    return app.extensions["minibase.mail"]
+
+
+def compose(kind, to, **context):
+    """The message of `kind` for `to`; `context` has the link and the code."""
+    env = templates()
+    context = {**context, "email": to, "site_url": current_app.config["SITE_URL"]}
+    message = EmailMessage()
+    message["Subject"] = env.get_template(f"{kind}.subject").render(context).strip()
+    message["From"] = current_app.config["SMTP_SENDER"]
+    message["To"] = to
+    message["Message-ID"] = make_msgid(domain="minibase")
+    message.set_content(env.get_template(f"{kind}.txt").render(context))
+    message.add_alternative(env.get_template(f"{kind}.html").render(context), subtype="html")
+    return message
+
+
+def send(message):
+    """Send `message`, or log it when no SMTP_HOST is set; a 503 email_send_failed when the server
+    cannot be reached or refuses it (the cause goes to the log, never the message's link or code)."""
+    settings = current_app.config
+    host = settings["SMTP_HOST"]
+    if not host:
+        log.warning("SMTP_HOST is not set: the e-mail is written here instead of sent\n%s", message)
+        return
+    try:
+        if settings["SMTP_SECURITY"] == "ssl":
+            server = smtplib.SMTP_SSL(
+                host, settings["SMTP_PORT"], timeout=TIMEOUT, context=ssl.create_default_context()
+            )
+        else:
+            server = smtplib.SMTP(host, settings["SMTP_PORT"], timeout=TIMEOUT)
+        with server:
+            if settings["SMTP_SECURITY"] == "starttls":
+                server.starttls(context=ssl.create_default_context())
+            if settings["SMTP_USER"]:
+                server.login(settings["SMTP_USER"], settings["SMTP_PASS"] or "")
+            server.send_message(message)
+    except (OSError, smtplib.SMTPException) as exc:
+        log.error("sending e-mail through %s:%s failed: %s", host, settings["SMTP_PORT"], type(exc).__name__)
+        raise APIError(503, Auth.EMAIL_SEND_FAILED, "Error sending the e-mail, try again later") from None
+
+
+def warn_if_not_configured(app):
+    if not app.config["SMTP_HOST"]:
+        log.warning("SMTP_HOST is not set: e-mails (recovery, confirmation, magic links) go to this log")

@@ -1,0 +1,366 @@
+"""E-mail flows against a real SMTP server (aiosmtpd on a free port), on both databases: recovery
+end to end, codes and links, single use, expiry, the guess limit, the allow list, the rate limit,
+confirmation on and off, address changes, an SMTP server that refuses or is down, and no token or
+code kept in the database or the log."""
+
+import email
+import re
+from email import policy
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+import sqlalchemy as sa
+from aiosmtpd.controller import Controller
+
+import tokens
+from support import Api, assert_auth_error, free_port, serve_app
+
+SITE = "https://app.example.com"
+
+
+class Inbox:
+    """An SMTP server's handler that keeps what it receives, or refuses it when told to."""
+
+    def __init__(self):
+        self.messages = []
+        self.refuse = False
+
+    async def handle_DATA(self, server, session, envelope):
+        if self.refuse:
+            return "550 mailbox unavailable"
+        self.messages.append(email.message_from_bytes(envelope.content, policy=policy.default))
+        return "250 OK"
+
+    def last(self, to=None):
+        found = [m for m in self.messages if to is None or m["To"] == to]
+        assert found, f"no mail to {to}"
+        return found[-1]
+
+
+@pytest.fixture
+def smtp():
+    inbox = Inbox()
+    controller = Controller(inbox, hostname="127.0.0.1", port=free_port())
+    controller.start()
+    inbox.port = controller.port
+    yield inbox
+    controller.stop()
+
+
+@pytest.fixture
+def make_mailing_app(make_app, smtp):
+    def make(**overrides):
+        settings = {
+            "SMTP_HOST": "127.0.0.1",
+            "SMTP_PORT": smtp.port,
+            "SMTP_SECURITY": "none",
+            "SITE_URL": SITE,
+            "REDIRECT_ALLOW_LIST": "https://app.example.com/**,myapp://*",
+            "API_EXTERNAL_URL": "http://127.0.0.1:9",  # links are followed in-process below
+            **overrides,
+        }
+        return make_app(**settings)
+
+    return make
+
+
+@pytest.fixture
+def api(make_mailing_app, anon_key):
+    return Api(make_mailing_app(), anon_key)
+
+
+def link_and_code(message):
+    text = message.get_body(("plain",)).get_content()
+    link = re.search(r"(http\S+/auth/v1/verify\?\S+)", text).group(1)
+    code = re.search(r"code: (\d{6})", text).group(1)
+    return link, code
+
+
+def follow(api, link):
+    """GET the mailed link in-process: the 303's Location, split into its URL and fragment."""
+    parts = urlsplit(link)
+    response = api.get(f"{parts.path}?{parts.query}")
+    assert response.status_code == 303
+    location = response.headers["Location"]
+    target, _, fragment = location.partition("#")
+    return target, {key: values[0] for key, values in parse_qs(fragment).items()}
+
+
+def test_recovery_end_to_end(api, smtp):
+    api.sign_up()
+    assert (
+        api.post(
+            "/auth/v1/recover?redirect_to=https://app.example.com/reset", json={"email": "ann@example.com"}
+        ).json
+        == {}
+    )
+    message = smtp.last("ann@example.com")
+    assert message["Subject"] == "Reset your password"
+    link, _ = link_and_code(message)
+    target, fragment = follow(api, link)
+    assert target == "https://app.example.com/reset" and fragment["type"] == "recovery"
+    session = fragment["access_token"]
+    changed = api.put("/auth/v1/user", token=session, json={"password": "new-secret"})
+    assert changed.status_code == 200
+    assert_auth_error(api.sign_in(), 400, "invalid_credentials")
+    assert api.sign_in(password="new-secret").status_code == 200
+    # The link was single use.
+    _, again = follow(api, link)
+    assert again["error_code"] == "otp_expired" and "access_token" not in again
+
+
+def test_a_code_verifies_once_and_a_token_hash_too(api, smtp):
+    api.sign_up()
+    api.post("/auth/v1/recover", json={"email": "ann@example.com"})
+    link, code = link_and_code(smtp.last())
+    body = {"type": "recovery", "email": "ann@example.com", "token": code}
+    session = api.post("/auth/v1/verify", json=body)
+    assert session.status_code == 200 and session.json["user"]["email"] == "ann@example.com"
+    assert_auth_error(api.post("/auth/v1/verify", json=body), 403, "otp_expired")
+    # The link of the same mail died with it: one token, link and code alike.
+    token = parse_qs(urlsplit(link).query)["token"][0]
+    assert_auth_error(
+        api.post("/auth/v1/verify", json={"type": "recovery", "token_hash": token}), 403, "otp_expired"
+    )
+
+
+def test_a_new_token_replaces_the_old_and_a_token_hash_redeems(make_mailing_app, anon_key, smtp):
+    api = Api(make_mailing_app(EMAIL_RATE_LIMIT=0), anon_key)
+    api.sign_up()
+    api.post("/auth/v1/recover", json={"email": "ann@example.com"})
+    old_link, old_code = link_and_code(smtp.last())
+    api.post("/auth/v1/recover", json={"email": "ann@example.com"})
+    new_link, _ = link_and_code(smtp.last())
+    old = {"type": "recovery", "email": "ann@example.com", "token": old_code}
+    assert_auth_error(api.post("/auth/v1/verify", json=old), 403, "otp_expired")
+    token = parse_qs(urlsplit(new_link).query)["token"][0]
+    assert api.post("/auth/v1/verify", json={"type": "recovery", "token_hash": token}).status_code == 200
+
+
+def test_a_token_expires(api, smtp, monkeypatch):
+    api.sign_up()
+    api.post("/auth/v1/recover", json={"email": "ann@example.com"})
+    _, code = link_and_code(smtp.last())
+    later = tokens.now() + 3601
+    monkeypatch.setattr(tokens, "now", lambda: later)
+    body = {"type": "recovery", "email": "ann@example.com", "token": code}
+    assert_auth_error(api.post("/auth/v1/verify", json=body), 403, "otp_expired")
+
+
+def test_a_code_dies_after_five_wrong_guesses(api, smtp):
+    api.sign_up()
+    api.post("/auth/v1/recover", json={"email": "ann@example.com"})
+    _, code = link_and_code(smtp.last())
+    wrong = f"{(int(code) + 1) % 10**6:06d}"
+    for _ in range(5):
+        response = api.post(
+            "/auth/v1/verify", json={"type": "recovery", "email": "ann@example.com", "token": wrong}
+        )
+        assert_auth_error(response, 403, "otp_expired")
+    right = {"type": "recovery", "email": "ann@example.com", "token": code}
+    assert_auth_error(api.post("/auth/v1/verify", json=right), 403, "otp_expired")
+
+
+@pytest.mark.parametrize(
+    ("asked", "used"),
+    [
+        ("https://app.example.com/reset", "https://app.example.com/reset"),
+        ("https://app.example.com/a/b?c=d", "https://app.example.com/a/b?c=d"),
+        ("myapp://callback", "myapp://callback"),
+        ("https://evil.example/steal", SITE),
+        ("https://app.example.com.evil.example/", SITE),
+        ("https://evil.example/?https://app.example.com/x", SITE),
+        ("myapp://callback/../../evil.example", SITE),
+    ],
+)
+def test_links_lead_only_where_the_allow_list_says(api, smtp, asked, used):
+    api.sign_up()
+    api.post("/auth/v1/recover", query_string={"redirect_to": asked}, json={"email": "ann@example.com"})
+    link, _ = link_and_code(smtp.last())
+    assert parse_qs(urlsplit(link).query)["redirect_to"][0] == used
+    target, _ = follow(api, f"{link.split('&redirect_to=')[0]}&redirect_to={asked}")
+    assert target == used
+
+
+def test_unknown_addresses_get_the_same_answer_and_no_mail(api, smtp):
+    response = api.post("/auth/v1/recover", json={"email": "nobody@example.com"})
+    assert response.status_code == 200 and response.json == {}
+    assert smtp.messages == []
+
+
+def test_one_mail_per_address_per_minute(make_mailing_app, anon_key, smtp):
+    api = Api(make_mailing_app(RATE_LIMITS=True), anon_key)
+    api.sign_up()
+    assert api.post("/auth/v1/recover", json={"email": "ann@example.com"}).status_code == 200
+    response = api.post("/auth/v1/recover", json={"email": "ann@example.com"})
+    assert_auth_error(response, 429, "over_email_send_rate_limit")
+    assert int(response.headers["Retry-After"]) > 0
+    # An unknown address is limited alike: the 429 tells nothing.
+    api.post("/auth/v1/recover", json={"email": "nobody@example.com"})
+    assert_auth_error(
+        api.post("/auth/v1/recover", json={"email": "nobody@example.com"}), 429, "over_email_send_rate_limit"
+    )
+    assert len(smtp.messages) == 1
+
+
+def test_confirmation_on_sign_up(make_mailing_app, anon_key, smtp):
+    app = make_mailing_app(MAILER_AUTOCONFIRM=False)
+    api = Api(app, anon_key)
+    assert api.get("/auth/v1/settings").json["mailer_autoconfirm"] is False
+    signed_up = api.post("/auth/v1/signup", json={"email": "new@example.com", "password": "secret-pw"})
+    assert signed_up.status_code == 200
+    assert "access_token" not in signed_up.json and signed_up.json["email_confirmed_at"] is None
+    assert signed_up.json["confirmation_sent_at"] is not None
+    assert_auth_error(api.sign_in("new@example.com"), 400, "email_not_confirmed")
+    link, _ = link_and_code(smtp.last("new@example.com"))
+    _, fragment = follow(api, link)
+    assert fragment["type"] == "signup"
+    user = api.get("/auth/v1/user", token=fragment["access_token"]).json
+    assert user["email_confirmed_at"] is not None
+    assert api.sign_in("new@example.com").status_code == 200
+
+
+def test_users_from_before_confirmation_was_turned_on_count_as_confirmed(make_mailing_app, anon_key, smtp):
+    Api(make_mailing_app(), anon_key).sign_up()
+    api = Api(make_mailing_app(MAILER_AUTOCONFIRM=False), anon_key)
+    assert api.sign_in().status_code == 200
+
+
+def test_an_address_change_happens_when_the_new_address_confirms(make_mailing_app, anon_key, smtp):
+    api = Api(make_mailing_app(MAILER_AUTOCONFIRM=False), anon_key)
+    Api(make_mailing_app(), anon_key).sign_up()
+    token = api.sign_in().json["access_token"]
+    changed = api.put("/auth/v1/user", token=token, json={"email": "ann@new.example", "first_name": "Ann"})
+    assert changed.json["email"] == "ann@example.com" and changed.json["new_email"] == "ann@new.example"
+    assert changed.json["user_metadata"]["first_name"] == "Ann"
+    _, code = link_and_code(smtp.last("ann@new.example"))
+    body = {"type": "email_change", "email": "ann@new.example", "token": code}
+    assert api.post("/auth/v1/verify", json=body).json["user"]["email"] == "ann@new.example"
+    assert api.sign_in("ann@new.example").status_code == 200
+
+
+def test_magic_link_signs_up_and_in(api, smtp):
+    assert (
+        api.post("/auth/v1/otp", json={"email": "magic@example.com", "data": {"first_name": "M"}}).json == {}
+    )
+    link, code = link_and_code(smtp.last("magic@example.com"))
+    session = api.post("/auth/v1/verify", json={"type": "email", "email": "magic@example.com", "token": code})
+    assert session.status_code == 200 and session.json["user"]["user_metadata"]["first_name"] == "M"
+    assert api.post("/auth/v1/otp", json={"email": "other@example.com", "create_user": False}).json == {}
+    assert smtp.last().get("To") != "other@example.com"
+
+
+def test_resend_a_confirmation(make_mailing_app, anon_key, smtp):
+    api = Api(make_mailing_app(MAILER_AUTOCONFIRM=False, EMAIL_RATE_LIMIT=0), anon_key)
+    api.post("/auth/v1/signup", json={"email": "new@example.com", "password": "secret-pw"})
+    first, _ = link_and_code(smtp.last())
+    assert api.post("/auth/v1/resend", json={"type": "signup", "email": "new@example.com"}).json == {}
+    second, _ = link_and_code(smtp.last())
+    assert first != second
+    _, dead = follow(api, first)
+    assert dead["error_code"] == "otp_expired"
+    _, fragment = follow(api, second)
+    assert "access_token" in fragment
+
+
+def test_invite_and_generate_link_are_for_the_service_role(make_mailing_app, anon_key, service_key, smtp):
+    app = make_mailing_app()
+    api, admin = Api(app, anon_key), Api(app, service_key)
+    assert_auth_error(api.post("/auth/v1/invite", json={"email": "guest@example.com"}), 403, "not_admin")
+    invited = admin.post("/auth/v1/invite", json={"email": "guest@example.com"})
+    assert invited.status_code == 200 and invited.json["email"] == "guest@example.com"
+    link, _ = link_and_code(smtp.last("guest@example.com"))
+    _, fragment = follow(api, link)
+    assert fragment["type"] == "invite"
+    accepted = api.put("/auth/v1/user", token=fragment["access_token"], json={"password": "guest-pw"})
+    assert accepted.status_code == 200
+    sent = len(smtp.messages)
+    generated = admin.post(
+        "/auth/v1/admin/generate_link", json={"type": "magiclink", "email": "guest@example.com"}
+    ).json
+    assert len(smtp.messages) == sent  # returned, not sent
+    assert generated["verification_type"] == "magiclink" and re.fullmatch(r"\d{6}", generated["email_otp"])
+    body = {"type": "magiclink", "token_hash": generated["hashed_token"]}
+    assert api.post("/auth/v1/verify", json=body).status_code == 200
+    assert_auth_error(
+        api.post("/auth/v1/admin/generate_link", json={"type": "magiclink", "email": "guest@example.com"}),
+        403,
+        "not_admin",
+    )
+
+
+@pytest.mark.parametrize("fault", ["refused", "down"])
+def test_a_mail_that_cannot_be_sent_is_a_503_and_leaves_nothing_usable(
+    make_mailing_app, anon_key, smtp, fault
+):
+    overrides = {"SMTP_PORT": free_port()} if fault == "down" else {}
+    app = make_mailing_app(MAILER_AUTOCONFIRM=False, **overrides)
+    api = Api(app, anon_key)
+    smtp.refuse = fault == "refused"
+    response = api.post("/auth/v1/signup", json={"email": "new@example.com", "password": "secret-pw"})
+    assert_auth_error(response, 503, "email_send_failed")
+    with app.app_context():
+        from extensions import db
+
+        count = db.session.execute(sa.text("SELECT COUNT(*) FROM minibase_one_time_tokens")).scalar()
+        users = db.session.execute(sa.text("SELECT COUNT(*) FROM users")).scalar()
+    assert count == 0 and users == 0
+    # Once the server takes mail again, the same sign-up goes through.
+    smtp.refuse = False
+    if fault == "refused":
+        assert (
+            api.post(
+                "/auth/v1/signup", json={"email": "new@example.com", "password": "secret-pw"}
+            ).status_code
+            == 200
+        )
+
+
+def test_no_token_or_code_is_kept_in_the_database_or_the_log(make_mailing_app, anon_key, smtp, caplog):
+    app = make_mailing_app()
+    api = Api(app, anon_key)
+    api.sign_up()
+    api.post("/auth/v1/recover", json={"email": "ann@example.com"})
+    link, code = link_and_code(smtp.last())
+    token = parse_qs(urlsplit(link).query)["token"][0]
+    with app.app_context():
+        from extensions import db
+
+        dumped = ""
+        for table in ("minibase_one_time_tokens", "minibase_email_sends", "minibase_profiles"):
+            dumped += repr(db.session.execute(sa.text(f"SELECT * FROM {table}")).all())
+    assert token not in dumped and code not in dumped
+    assert token not in caplog.text and code not in caplog.text
+
+
+def test_without_smtp_the_mail_goes_to_the_log(make_app, anon_key, caplog):
+    api = Api(make_app(), anon_key)
+    api.sign_up()
+    assert "SMTP_HOST is not set" in caplog.text
+    api.post("/auth/v1/recover", json={"email": "ann@example.com"})
+    assert "/auth/v1/verify?token=" in caplog.text
+
+
+def test_the_official_python_client_resets_a_password(make_mailing_app, anon_key, smtp):
+    supabase_auth = pytest.importorskip("supabase_auth")
+    import httpx
+
+    app = make_mailing_app()
+    Api(app, anon_key).sign_up()
+    base, stop = serve_app(app)
+    try:
+        with httpx.Client() as http:
+            client = supabase_auth.SyncGoTrueClient(
+                url=base + "/auth/v1", headers={"apikey": anon_key}, persist_session=False, http_client=http
+            )
+            client.reset_password_for_email(
+                "ann@example.com", {"redirect_to": "https://app.example.com/reset"}
+            )
+            _, code = link_and_code(smtp.last())
+            verified = client.verify_otp({"email": "ann@example.com", "token": code, "type": "recovery"})
+            assert verified.user.email == "ann@example.com"
+            client.update_user({"password": "brand-new-pw"})
+            signed_in = client.sign_in_with_password({"email": "ann@example.com", "password": "brand-new-pw"})
+            assert signed_in.session.access_token
+    finally:
+        stop()
