@@ -364,3 +364,33 @@ def test_the_official_python_client_resets_a_password(make_mailing_app, anon_key
             assert signed_in.session.access_token
     finally:
         stop()
+
+
+def test_an_unknown_address_takes_about_as_long_as_a_known_one(make_mailing_app, anon_key, smtp):
+    """A slow SMTP server makes a real recovery take a while; an unknown address must not answer at
+    once, or its speed would tell that it has no account."""
+    import asyncio
+    import time
+
+    async def slow(server, session, envelope):
+        await asyncio.sleep(0.4)
+        return "250 OK"
+
+    smtp.handle_DATA = slow
+    api = Api(make_mailing_app(EMAIL_RATE_LIMIT=0), anon_key)
+    api.sign_up()
+    for _ in range(5):
+        api.post("/auth/v1/recover", json={"email": "ann@example.com"})
+    started = time.perf_counter()
+    assert api.post("/auth/v1/recover", json={"email": "nobody@example.com"}).json == {}
+    assert time.perf_counter() - started > 0.2
+
+
+def test_templates_can_be_replaced_one_by_one(make_mailing_app, anon_key, smtp, tmp_path):
+    (tmp_path / "recovery.subject").write_text("Forgot it again, {{ email }}?")
+    api = Api(make_mailing_app(EMAIL_TEMPLATES=str(tmp_path)), anon_key)
+    api.sign_up()
+    api.post("/auth/v1/recover", json={"email": "ann@example.com"})
+    message = smtp.last()
+    assert message["Subject"] == "Forgot it again, ann@example.com?"
+    assert "/auth/v1/verify?token=" in message.get_body(("plain",)).get_content()  # the built-in body
