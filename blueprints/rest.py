@@ -12,6 +12,7 @@ import openapi
 import rows
 from errors import APIError, Rest, bad_body, bad_query
 from gateway import identity
+from schemas import MAX_DEPTH, strict_json
 from values import text_value
 
 bp = Blueprint("rest", __name__, url_prefix="/rest/v1")
@@ -186,12 +187,16 @@ def parse_write(prefer, array=False, filtered=False, body=True):
 
 
 def body_objects(array):
-    """The JSON body as a list of objects: an object (or, when `array`, an array of objects)."""
+    """The JSON body as a list of objects: an object (or, when `array`, an array of objects), strict:
+    nothing the database could not store or that takes unbounded work to walk."""
     raw = request.get_data(cache=False)
     try:
-        data = json.loads(raw) if raw.strip() else None
-    except (ValueError, RecursionError, UnicodeDecodeError):
-        raise bad_body("Could not parse the request body as JSON") from None
+        data = strict_json(raw) if raw.strip() else None
+    except ValueError:
+        raise bad_body(
+            "Could not parse the request body as JSON",
+            hint=f"NaN, Infinity, unpaired surrogates and nesting deeper than {MAX_DEPTH} are refused",
+        ) from None
     if isinstance(data, dict) and (array or data):
         return [data]
     if array and isinstance(data, list) and all(isinstance(row, dict) for row in data):
