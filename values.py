@@ -261,12 +261,18 @@ def json_row(table, items, row):
     }
 
 
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # what a spreadsheet would run as a formula
+
+
 def text_value(value):
-    """A JSON value as one CSV field; NULL is an empty field."""
+    """A JSON value as one CSV field; NULL is an empty field. Text a spreadsheet would run as a
+    formula gets a leading ' (numbers stay as they are: -5 is a number, not a formula)."""
     if value is None:
         return ""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, dict | list):
-        return json.dumps(value)
-    return str(value)
+        value = json.dumps(value)
+    elif not isinstance(value, str):
+        return str(value)
+    return "'" + value if value.startswith(FORMULA_STARTS) else value

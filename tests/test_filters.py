@@ -601,19 +601,47 @@ def test_sqlite_sql(pairs, sql, params):
 
 
 @pytest.mark.parametrize(
-    ("order", "sql"),
+    ("order", "mysql_sql", "sqlite_sql"),
     [
-        ("id.desc", "items.id DESC"),  # not nullable: no NULL key needed
-        ("price", "items.price IS NULL ASC, items.price ASC"),
-        ("price.nullsfirst", "items.price ASC"),
-        ("price.desc", "items.price IS NULL DESC, items.price DESC"),
-        ("price.desc.nullslast", "items.price DESC"),
+        ("id.desc", "items.id DESC", "items.id DESC"),  # not nullable: no NULL placement needed
+        ("price", "items.price IS NULL ASC, items.price ASC", "items.price ASC NULLS LAST"),
+        ("price.nullsfirst", "items.price ASC", "items.price ASC"),
+        ("price.desc", "items.price IS NULL DESC, items.price DESC", "items.price DESC NULLS FIRST"),
+        ("price.desc.nullslast", "items.price DESC", "items.price DESC"),
     ],
 )
-def test_order_sql(order, sql):
-    for dialect, compile_ in (("mysql", compile_mysql), ("sqlite", compile_sqlite)):
+def test_order_sql(order, mysql_sql, sqlite_sql):
+    """PostgreSQL's NULL order: SQLite is told with NULLS FIRST/LAST, which keeps an index on the
+    column usable; MySQL, which has neither, gets a leading IS NULL key."""
+    for dialect, compile_, sql in (
+        ("mysql", compile_mysql, mysql_sql),
+        ("sqlite", compile_sqlite, sqlite_sql),
+    ):
         clauses = order_clauses(parse_order(order, items), items, dialect)
         assert ", ".join(str(compile_(clause)) for clause in clauses) == sql
+
+
+def test_an_order_on_an_indexed_column_walks_the_index_on_sqlite(tmp_path):
+    """No temporary B-tree: the order by a nullable, indexed column reads the index in order."""
+    engine = sa.create_engine(f"sqlite:///{tmp_path}/plan.db")
+    items.create(engine)
+    with engine.connect() as connection:
+        connection.exec_driver_sql("CREATE INDEX items_price ON items (price)")
+        clauses = order_clauses(parse_order("price", items), items, "sqlite")
+        statement = sa.select(items.c.id).order_by(*clauses).limit(50)
+        sql = str(statement.compile(engine, compile_kwargs={"literal_binds": True}))
+        plan = " ".join(str(row) for row in connection.exec_driver_sql("EXPLAIN QUERY PLAN " + sql))
+    assert "TEMP B-TREE" not in plan and "items_price" in plan, plan
+
+
+@pytest.mark.parametrize(("name", "text", "limit"), [("select", "id", 500), ("order", "id", 50)])
+def test_select_and_order_are_bounded(name, text, limit):
+    parse = parse_select if name == "select" else parse_order
+    assert (
+        len(parse(",".join([f"a{n}:id" if name == "select" else text for n in range(limit)]), items)) == limit
+    )
+    with pytest.raises(FilterError, match=f"too many items in {name}"):
+        parse(",".join([text] * (limit + 1)), items)
 
 
 # ---------------------------------------------------------------------------

@@ -18,8 +18,12 @@ COLUMNS = ["id", "name", "qty", "price", "flag", "born", "nope"]
 rows = st.dictionaries(st.sampled_from(COLUMNS), json_values, min_size=1, max_size=4)
 bodies = st.one_of(json_values, rows, st.lists(rows, max_size=3))
 OPERATORS = ["eq", "neq", "gt", "gte", "lt", "lte", "like", "ilike", "in", "is", "not.eq", "fts", ""]
-filters = st.tuples(st.sampled_from(COLUMNS + ["or", "and", "select", "order", "limit", "offset"]), TEXT)
-native = st.tuples(st.sampled_from(COLUMNS), st.sampled_from(OPERATORS), TEXT).map(
+# A query string is bytes on the wire: no lone surrogates there (a client cannot encode one).
+QUERY_TEXT = st.text(max_size=60)
+filters = st.tuples(
+    st.sampled_from(COLUMNS + ["or", "and", "select", "order", "limit", "offset"]), QUERY_TEXT
+)
+native = st.tuples(st.sampled_from(COLUMNS), st.sampled_from(OPERATORS), QUERY_TEXT).map(
     lambda f: (f[0], f"{f[1]}.{f[2]}" if f[1] else f[2])
 )
 queries = st.lists(filters | native, max_size=4)

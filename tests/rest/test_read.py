@@ -284,3 +284,18 @@ def test_unsupported_accept_is_a_406(rest):
 def test_reserved_parameters_are_not_filters(rest):
     response = rest.anon.get(f"/rest/v1/items?apikey={rest.anon.key}&columns=id&on_conflict=id&select=id")
     assert rest.ids(response) == [1, 2, 3, 4, 5]
+
+
+def test_csv_cells_a_spreadsheet_would_run_are_quoted(rest):
+    """Text starting with = + - @ (or a tab) reaches a spreadsheet as text, not as a formula;
+    numbers, negative ones included, stay numbers."""
+    notes = ['=HYPERLINK("http://evil.example")', "+1+2", "-2+3", "@SUM(A1)", "\tx", "plain"]
+    for n, note in enumerate(notes):
+        created = rest.service.post("/rest/v1/items", json={"name": f"csv{n}", "note": note, "price": -5})
+        assert created.status_code == 201
+    response = rest.anon.get(
+        "/rest/v1/items?select=note,price&name=like.csv*&order=name", headers={"Accept": "text/csv"}
+    )
+    rows = list(csv.reader(io.StringIO(response.get_data(as_text=True))))[1:]
+    assert [row[0] for row in rows] == ["'" + note for note in notes[:-1]] + ["plain"]
+    assert {float(row[1]) for row in rows} == {-5.0} and not rows[0][1].startswith("'")
