@@ -263,7 +263,13 @@ def _rows(table, columns, where, order=(), offset=0, limit=None, lock=False):
         statement = statement.limit(limit)
     if lock:
         statement = statement.with_for_update()
-    return [tuple(row) for row in db.session.execute(statement)]
+    return [tuple(row) for row in execute(statement)]
+
+
+def execute(statement, parameters=None):
+    """Run a Core statement on the session's connection (its transaction), without the ORM's
+    per-statement work, which a table API statement never needs."""
+    return db.session.connection().execute(statement, parameters)
 
 
 def select_rows(table, items, where, order=(), offset=0, limit=None, lock=False):
@@ -273,7 +279,7 @@ def select_rows(table, items, where, order=(), offset=0, limit=None, lock=False)
 
 
 def count(table, where):
-    return db.session.execute(_where(sa.select(sa.func.count()).select_from(table), where)).scalar()
+    return execute(_where(sa.select(sa.func.count()).select_from(table), where)).scalar()
 
 
 def _key_condition(columns, keys):
