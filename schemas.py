@@ -1,6 +1,5 @@
 """What the auth API accepts in a body, as marshmallow schemas; a misfit is a 400 validation_failed."""
 
-import json
 import re
 from datetime import timedelta
 
@@ -9,6 +8,7 @@ from marshmallow import EXCLUDE, RAISE, Schema, ValidationError, fields, pre_loa
 
 from errors import APIError, Auth, validation_failed
 from passwords import MAX_BYTES
+from values import strict_json
 
 # GoTrue fields official clients may send to PUT /user that mean nothing here.
 IGNORED_USER_FIELDS = frozenset(
@@ -142,35 +142,6 @@ class PageSchema(Schema):
     def empty_means_default(self, data, **kwargs):
         # The SDKs send ?page=&per_page= when the caller gives neither.
         return {key: value for key, value in data.items() if value != ""}
-
-
-MAX_DEPTH = 32  # of nested objects and arrays in a body
-
-
-def _refuse_constant(name):
-    raise ValueError(f"{name} is not JSON")
-
-
-def strict_json(raw):
-    """`raw` bytes parsed as strict JSON: UTF-8, no NaN or Infinity, no unpaired surrogate (it cannot
-    be stored), at most MAX_DEPTH levels. A ValueError for anything else."""
-    try:
-        data = json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant)
-    except RecursionError:
-        raise ValueError("too deeply nested") from None
-    pending = [(data, 1)]
-    while pending:
-        value, depth = pending.pop()
-        if isinstance(value, dict | list):
-            if depth > MAX_DEPTH:
-                raise ValueError("too deeply nested")
-            items = value.items() if isinstance(value, dict) else enumerate(value)
-            for key, item in items:
-                pending.append((key, depth))
-                pending.append((item, depth + 1))
-        elif isinstance(value, str):
-            value.encode("utf-8")  # UnicodeEncodeError (a ValueError) for an unpaired surrogate
-    return data
 
 
 def json_body():

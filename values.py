@@ -276,3 +276,34 @@ def text_value(value):
     elif not isinstance(value, str):
         return str(value)
     return "'" + value if value.startswith(FORMULA_STARTS) else value
+
+
+# --- request bodies
+
+MAX_DEPTH = 32  # of nested objects and arrays in a body
+
+
+def _refuse_constant(name):
+    raise ValueError(f"{name} is not JSON")
+
+
+def strict_json(raw):
+    """`raw` bytes parsed as strict JSON: UTF-8, no NaN or Infinity, no unpaired surrogate (it cannot
+    be stored), at most MAX_DEPTH levels. A ValueError for anything else."""
+    try:
+        data = json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant)
+    except RecursionError:
+        raise ValueError("too deeply nested") from None
+    pending = [(data, 1)]
+    while pending:
+        value, depth = pending.pop()
+        if isinstance(value, dict | list):
+            if depth > MAX_DEPTH:
+                raise ValueError("too deeply nested")
+            items = value.items() if isinstance(value, dict) else enumerate(value)
+            for key, item in items:
+                pending.append((key, depth))
+                pending.append((item, depth + 1))
+        elif isinstance(value, str):
+            value.encode("utf-8")  # UnicodeEncodeError (a ValueError) for an unpaired surrogate
+    return data

@@ -12,8 +12,7 @@ import openapi
 import rows
 from errors import APIError, Rest, bad_body, bad_query
 from gateway import identity
-from schemas import MAX_DEPTH, strict_json
-from values import text_value
+from values import MAX_DEPTH, strict_json, text_value
 
 bp = Blueprint("rest", __name__, url_prefix="/rest/v1")
 
