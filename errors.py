@@ -231,7 +231,7 @@ def not_found(path):
             return Rest.NOT_FOUND, f"minibase does not provide Supabase {service} ({prefix})"
     if path.startswith("/rest/v1/rpc/"):
         name = path.removeprefix("/rest/v1/rpc/")
-        return Rest.FUNCTION_NOT_FOUND, f"Could not find the function {name}: minibase serves tables only"
+        return Rest.FUNCTION_NOT_FOUND, f"Could not find the function {name}"
     if path.startswith("/auth/v1/"):
         return Auth.NOT_FOUND, f"minibase's auth API has no endpoint {path}"
     return Rest.NOT_FOUND, f"Not found: {path} (minibase serves /auth/v1 and /rest/v1)"

@@ -31,6 +31,7 @@ class Minibase:
     dummy_hash: str | None = None  # checked when a sign-in names no user (accounts.unknown_user_hash)
     dummy_cost: int | None = None  # its cost: the one stored hashes usually have
     policies: dict = field(default_factory=dict)  # table name -> policies.Policy, from tables.toml
+    functions: dict = field(default_factory=dict)  # function name -> policies.Function, from tables.toml
     users: object = None  # the users table, reflected on first use
     email_is_unique: bool = True  # whether a unique index on users.email guards sign-ups
     send_seconds: float = 0.05  # how long a recovery mail takes to send, on average (emails.recover)

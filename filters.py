@@ -662,7 +662,7 @@ def order_clauses(items: Iterable[OrderItem], table: sa.Table, dialect: str) -> 
         # leading IS NULL key moves them. A NOT NULL column (a primary key) needs neither.
         natural = "last" if item.descending else "first"
         clause = column.desc() if item.descending else column.asc()
-        if column.nullable and nulls != natural:
+        if getattr(column, "nullable", True) and nulls != natural:  # a function result: unknown
             if dialect == "sqlite" and NULLS_ORDER_SUPPORTED:
                 clause = clause.nulls_first() if nulls == "first" else clause.nulls_last()
             else:

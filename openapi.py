@@ -58,6 +58,9 @@ def document(who):
         paths[f"/rest/v1/{name}"] = {
             METHODS[op]: _operation(name, op, rule, policy.owner_column) for op, rule in allowed.items()
         }
+    for function in policies.functions().values():
+        if policies.may_execute(function, who):
+            paths[f"/rest/v1/rpc/{function.name}"] = _function(function)
     for path, operations in AUTH_PATHS.items():
         status = "204" if path.endswith("logout") else "200"
         paths[path] = {
@@ -102,6 +105,24 @@ def _operation(name, operation, rule, owner_column):
     status = {"select": "200", "insert": "201"}.get(operation, "204")
     rows = {"type": "array", "items": reference}
     spec["responses"] = {status: {"description": "OK", "content": {"application/json": {"schema": rows}}}}
+    return spec
+
+
+def _function(function):
+    """POST (and GET, unless it writes) /rest/v1/rpc/{name}: its arguments, what it returns."""
+    arguments = [name for name in function.params if name != "uid"]
+    summary = f"function {function.name} ({function.returns}): " + (", ".join(arguments) or "no arguments")
+    body = {"type": "object", "properties": {name: {} for name in arguments}}
+    if arguments:  # OpenAPI 3.0 wants a non-empty list, or none
+        body["required"] = arguments
+    result = {"rows": {"type": "array", "items": {"type": "object"}}, "one": {"type": "object"}}
+    schema = result.get(function.returns, {})
+    responses = {"200": {"description": "OK", "content": {"application/json": {"schema": schema}}}}
+    spec = {"post": {"summary": summary, "tags": ["rpc"], "responses": responses,
+                     "requestBody": {"content": {"application/json": {"schema": body}}}}}  # fmt: skip
+    if not function.writes:
+        parameters = [{"name": name, "in": "query", "required": True, "schema": {}} for name in arguments]
+        spec["get"] = {"summary": summary, "tags": ["rpc"], "parameters": parameters, "responses": responses}
     return spec
 
 

@@ -1,11 +1,14 @@
-"""tables.toml: which tables /rest/v1 exposes, and who may do what on each. The one place a rule
-is decided: the table API asks `authorize` for a Grant, and a Grant's condition keeps an owner to
-their rows. (tables.py, despite its name, does not read tables.toml: it reflects the database.)"""
+"""tables.toml: which tables /rest/v1 exposes and who may do what on each, and the named SQL
+functions /rest/v1/rpc runs. The one place a rule is decided: the table API asks `authorize` for a
+Grant, and a Grant's condition keeps an owner to their rows. (tables.py, despite its name, does not
+read tables.toml: it reflects the database.)"""
 
 import difflib
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+
+import sqlalchemy as sa
 
 from config import ConfigError
 from errors import APIError, Rest
@@ -15,6 +18,8 @@ from models import SERVICE_TABLES
 OPERATIONS = ("select", "insert", "update", "delete")
 RULES = ("anon", "authenticated", "owner", "service_role")
 TABLE_KEYS = frozenset({*OPERATIONS, "owner_column"})
+FUNCTION_KEYS = frozenset({"sql", "execute", "returns", "writes"})
+RETURNS = ("rows", "one", "scalar")
 # Any table of the service, present or future, carries this prefix (models.SERVICE_TABLES).
 SERVICE_PREFIX = "minibase_"
 
@@ -50,11 +55,25 @@ class Grant:
             raise denied("permission denied to set the owner of a row to another user")
 
 
+@dataclass(frozen=True)
+class Function:
+    """A [functions.NAME] of tables.toml: one SQL statement, who may run it, what it returns, and
+    whether it may change data. `params` are the :names it binds (`uid` is the caller's id)."""
+
+    name: str
+    sql: str
+    rule: str
+    returns: str = "rows"
+    writes: bool = False
+    params: tuple = ()
+
+
 def init_app(app):
     """Load and check TABLES_CONFIG at start; refuse to start when it cannot work."""
     path = app.config.get("TABLES_CONFIG")
-    policies = {} if path is None else load(path, app.config["USERS_TABLE"])
-    app.extensions["minibase"].policies = policies
+    tables, functions = ({}, {}) if path is None else load(path, app.config["USERS_TABLE"])
+    app.extensions["minibase"].policies = tables
+    app.extensions["minibase"].functions = functions
 
 
 def load(path, users_table):
@@ -72,15 +91,44 @@ def load(path, users_table):
 
 
 def parse(document, users_table, source="tables.toml"):
-    """{table name: Policy} from a parsed tables.toml document."""
-    unknown = sorted(set(document) - {"tables"})
+    """({table name: Policy}, {function name: Function}) from a parsed tables.toml document."""
+    unknown = sorted(set(document) - {"tables", "functions"})
     if unknown:
-        raise ConfigError(f"{source}: unknown top-level key {unknown[0]!r}; expected only [tables.NAME]")
-    tables = document.get("tables", {})
-    if not isinstance(tables, dict):
-        raise ConfigError(f"{source}: 'tables' must be a table of [tables.NAME] sections")
+        raise ConfigError(
+            f"{source}: unknown top-level key {unknown[0]!r}; expected [tables.NAME] and [functions.NAME]"
+        )
+    tables, functions = document.get("tables", {}), document.get("functions", {})
+    for key, value in (("tables", tables), ("functions", functions)):
+        if not isinstance(value, dict):
+            raise ConfigError(f"{source}: '{key}' must be a table of [{key}.NAME] sections")
     forbidden = {users_table.strip().casefold()} | {name.casefold() for name in SERVICE_TABLES}
-    return {name: _policy(name, entry, forbidden, source) for name, entry in tables.items()}
+    policies = {name: _policy(name, entry, forbidden, source) for name, entry in tables.items()}
+    return policies, {name: _function(name, entry, source) for name, entry in functions.items()}
+
+
+def _function(name, entry, source):
+    where = f"{source}: [functions.{name}]"
+    if not name.strip() or any(ord(char) < 32 for char in name) or "/" in name:
+        raise ConfigError(f"{where}: a function name must be non-empty, printable and without '/'")
+    if not isinstance(entry, dict):
+        raise ConfigError(f"{where} must be a table with sql, execute, returns and writes")
+    unknown = sorted(set(entry) - FUNCTION_KEYS)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {unknown[0]!r}; expected {', '.join(sorted(FUNCTION_KEYS))}")
+    sql = entry.get("sql")
+    if not isinstance(sql, str) or not sql.strip():
+        raise ConfigError(f"{where}: sql must be one SQL statement")
+    rule = entry.get("execute", "service_role")
+    if rule not in RULES:
+        raise ConfigError(f"{where}: execute = {rule!r} is not one of {', '.join(RULES)}")
+    returns = entry.get("returns", "rows")
+    if returns not in RETURNS:
+        raise ConfigError(f"{where}: returns = {returns!r} is not one of {', '.join(RETURNS)}")
+    writes = entry.get("writes", False)
+    if not isinstance(writes, bool):
+        raise ConfigError(f"{where}: writes must be true or false")
+    params = tuple(sa.text(sql).compile().params)  # the :names SQLAlchemy will bind
+    return Function(name, sql.strip().rstrip(";"), rule, returns, writes, params)
 
 
 def _policy(name, entry, forbidden, source):
@@ -130,6 +178,40 @@ def lookup(name):
             hint=f"Perhaps you meant the table '{nearest[0]}'" if nearest else None,
         )
     return policy
+
+
+def functions():
+    return state().functions
+
+
+def lookup_function(name):
+    """The function `name`; a 404 naming the nearest one otherwise."""
+    function = functions().get(name)
+    if function is None:
+        nearest = difflib.get_close_matches(name, list(functions()), n=1) if len(name) <= 100 else []
+        raise APIError(
+            404,
+            Rest.FUNCTION_NOT_FOUND,
+            f"Could not find the function '{name[:100]}'",
+            hint=f"Perhaps you meant the function '{nearest[0]}'" if nearest else None,
+        )
+    return function
+
+
+def may_execute(function, who):
+    """Whether `who` may call `function`: its execute rule, with `owner` meaning any signed-in user
+    (a function keeps to its caller's rows through :uid)."""
+    rule = function.rule
+    if who.role == "service_role" or rule == "anon":
+        return True
+    return who.role == "authenticated" and rule in ("authenticated", "owner")
+
+
+def authorize_function(function, who):
+    if not may_execute(function, who):
+        status = 401 if who.role == "anon" else 403
+        hint = "Only the service key may do this." if function.rule == "service_role" else "Sign in first."
+        raise denied(f"permission denied for function '{function.name}'", status, hint)
 
 
 def authorize(policy, operation, who):

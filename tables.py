@@ -93,7 +93,9 @@ def _unique_sets(table):
 
 
 def primary_key(table):
-    return list(table.primary_key.columns)
+    """The primary key's columns: none for a subquery (a function's result)."""
+    key = table.primary_key
+    return list(getattr(key, "columns", key))
 
 
 def unique_sets(table):

@@ -9,7 +9,9 @@ from urllib.parse import quote
 from flask import Blueprint, Response, current_app, json, request
 
 import openapi
+import policies
 import rows
+import rpc
 from errors import APIError, Rest, bad_body, bad_query
 from gateway import identity
 from values import MAX_DEPTH, strict_json, text_value
@@ -32,6 +34,32 @@ COMPACT = (",", ":")
 @bp.get("/")
 def describe():
     return openapi.document(identity())
+
+
+@bp.route("/rpc/<name>", methods=["GET", "POST"])
+def call_function(name):
+    """A function of tables.toml: arguments from the JSON body (POST) or the query string (GET)."""
+    function = policies.lookup_function(name)
+    who = identity()
+    policies.authorize_function(function, who)
+    if request.method == "GET":
+        if function.writes:
+            raise APIError(
+                405, Rest.METHOD_NOT_ALLOWED, f"function {name} changes data: call it with POST",
+                headers={"Allow": "POST"},
+            )  # fmt: skip
+        given = {key: value for key, value in request.args.items() if key in function.params}
+        values = rpc.arguments(function, given, who, strict=False)
+    else:
+        body = body_value(empty={})
+        if not isinstance(body, dict):
+            raise bad_body("The request body must be a JSON object of the function's arguments")
+        values = rpc.arguments(function, body, who, strict=True)
+    read = parse_read(exclude=function.params) if function.returns == "rows" else None
+    result = rpc.call(function, values, read)
+    if isinstance(result, rows.Page):
+        return page_response(read, result)
+    return Response(json.dumps(result, separators=COMPACT), mimetype=JSON)
 
 
 @bp.get("/<name>")
@@ -123,10 +151,12 @@ def paging_parameter(name):
     return int(raw)
 
 
-def parse_read():
-    """The query, and limit and offset intersected with a Range header, capped at MAX_ROWS."""
+def parse_read(exclude=()):
+    """The query, and limit and offset intersected with a Range header, capped at MAX_ROWS.
+    `exclude`: query parameters that are not filters (a function's arguments)."""
     args = request.args
-    query = rows.query(args.items(multi=True), args.get("select"), args.get("order"))
+    pairs = [(key, value) for key, value in args.items(multi=True) if key not in exclude]
+    query = rows.query(pairs, args.get("select"), args.get("order"))
     offset = paging_parameter("offset") or 0
     limit = paging_parameter("limit")
     upper = None if limit is None else offset + limit - 1
@@ -185,17 +215,22 @@ def parse_write(prefer, array=False, filtered=False, body=True):
     return rows.Write(query, prefer, media_type(), objects, columns, names_parameter("on_conflict"))
 
 
-def body_objects(array):
-    """The JSON body as a list of objects: an object (or, when `array`, an array of objects), strict:
-    nothing the database could not store or that takes unbounded work to walk."""
+def body_value(empty=None):
+    """The request body as strict JSON (`empty` when there is none): nothing the database could not
+    store or that takes unbounded work to walk."""
     raw = request.get_data(cache=False)
     try:
-        data = strict_json(raw) if raw.strip() else None
+        return strict_json(raw) if raw.strip() else empty
     except ValueError:
         raise bad_body(
             "Could not parse the request body as JSON",
             hint=f"NaN, Infinity, unpaired surrogates and nesting deeper than {MAX_DEPTH} are refused",
         ) from None
+
+
+def body_objects(array):
+    """The JSON body as a list of objects: an object (or, when `array`, an array of objects)."""
+    data = body_value()
     if isinstance(data, dict) and (array or data):
         return [data]
     if array and isinstance(data, list) and all(isinstance(row, dict) for row in data):

@@ -1,6 +1,7 @@
 """tables.toml: parsing, the refusals that stop the service from starting, and the
 decision for each role and rule."""
 
+import re
 import shutil
 import tomllib
 
@@ -19,7 +20,8 @@ SERVICE = Identity("service_role")
 
 
 def parse(text, users_table="users"):
-    return policies.parse(tomllib.loads(text), users_table)
+    """The table policies of a tables.toml text."""
+    return policies.parse(tomllib.loads(text), users_table)[0]
 
 
 def test_rules_and_defaults():
@@ -177,3 +179,28 @@ def test_check_owner_refuses_another_users_id():
         grant.check_owner({"user_id": 8})
     assert raised.value.status == 403 and raised.value.error_code == "42501"
     policies.authorize(policy, "insert", SERVICE).check_owner({"user_id": 8})
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('[functions.f]\nexecute = "anon"\n', "sql must be one SQL statement"),
+        ('[functions.f]\nsql = "SELECT 1"\nexecute = "everyone"\n', "is not one of"),
+        ('[functions.f]\nsql = "SELECT 1"\nreturns = "table"\n', "returns = 'table'"),
+        ('[functions.f]\nsql = "SELECT 1"\nwrites = "yes"\n', "writes must be true or false"),
+        ('[functions.f]\nsql = "SELECT 1"\nrole = "anon"\n', "unknown key 'role'"),
+        ('[functions."a/b"]\nsql = "SELECT 1"\n', "without '/'"),
+        ('functions = "f"\n', "'functions' must be"),
+    ],
+)
+def test_functions_that_cannot_work_refuse_to_start(text, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        policies.parse(tomllib.loads(text), "users")
+
+
+def test_a_functions_parameters_are_its_colon_names():
+    _, functions = policies.parse(
+        tomllib.loads("[functions.f]\nsql = \"SELECT * FROM t WHERE a = :a AND b = :uid AND c = 'x:y'\"\n"),
+        "users",
+    )
+    assert set(functions["f"].params) == {"a", "uid"} and functions["f"].rule == "service_role"

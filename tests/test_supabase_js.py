@@ -39,4 +39,5 @@ def test_supabase_js_as_an_app_uses_it(node_modules, sdk_server, anon_key, servi
     assert out["deleted"] == 1
     assert out["listed"] == ["js@example.com"] and out["total_users"] == 1
     assert out["fetched"] == "js@example.com" and out["banned"] == "user_banned"
+    assert out["linkType"] == "magiclink" and out["verified"] == "js@example.com"
     assert {"SIGNED_IN", "USER_UPDATED", "TOKEN_REFRESHED", "SIGNED_OUT"} <= set(out["events"])

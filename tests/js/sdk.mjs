@@ -38,6 +38,10 @@ out.listed = listed.data.users.map((u) => u.email)
 out.total_users = listed.data.total
 const uuid = '00000000-0000-0000-0000-' + out.userId.padStart(12, '0')
 out.fetched = (await admin.auth.admin.getUserById(uuid)).data.user?.email
+const link = await admin.auth.admin.generateLink({ type: 'magiclink', email: 'js@example.com' })
+out.linkType = link.data.properties?.verification_type
+const verified = await client.auth.verifyOtp({ email: 'js@example.com', token: link.data.properties?.email_otp, type: 'magiclink' })
+out.verified = verified.data.user?.email ?? verified.error?.message
 await admin.auth.admin.updateUserById(uuid, { ban_duration: '1h' })
 out.banned = (await client.auth.signInWithPassword({ email: 'js@example.com', password: 'secret-pw' })).error?.code
 

@@ -184,3 +184,9 @@ def make_rest(make_app, database_url, tmp_path, anon_key, service_key):
 @pytest.fixture
 def rest(make_rest):
     return make_rest()
+
+
+@pytest.fixture
+def tables_toml():
+    """The tables.toml the `rest` fixtures expose, for a test that adds to it."""
+    return TABLES_TOML

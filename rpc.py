@@ -1,0 +1,213 @@
+"""/rest/v1/rpc/{name}: the named SQL functions of tables.toml, called like PostgREST's.
+
+Every :name of a function's SQL is a bound parameter, filled from the call's arguments (`uid` is
+the caller's user id, NULL for the API keys). A function without `writes = true` runs in a
+read-only transaction (SQLite's query_only, MySQL's READ ONLY transaction) and a change it tries
+is refused with nothing changed. A `rows` result is shaped as a table's rows are: its statement is
+wrapped as a subquery that select, filters, order, paging and counting apply to, with column types
+taken from the first row so that filter values compare as they would on a table."""
+
+import datetime
+import decimal
+import logging
+
+import sqlalchemy as sa
+from sqlalchemy.exc import DBAPIError, IntegrityError
+
+import filters
+import policies
+import rows
+import tables
+from errors import APIError, Rest
+from extensions import db
+from values import BadValue, json_value
+
+log = logging.getLogger("minibase")
+
+UID = "uid"
+# Python types of a first row's values, and the column types that make filters compare alike.
+TYPES = (
+    (bool, sa.Boolean),
+    (int, sa.BigInteger),
+    (float, sa.Float),
+    (decimal.Decimal, sa.Numeric),
+    (datetime.datetime, sa.DateTime),
+    (datetime.date, sa.Date),
+    (datetime.time, sa.Time),
+    (str, sa.Text),
+)
+MYSQL_READ_ONLY = 1792  # "Cannot execute statement in a READ ONLY transaction"
+
+
+def arguments(function, given, who, strict):
+    """The bound values: each :name from `given` (`uid` from the caller). A missing argument is a
+    400 naming it; with `strict` (a POST body), so is one the function does not take."""
+    values = {}
+    for name in function.params:
+        if name == UID:
+            values[name] = who.user_id
+        elif name in given:
+            value = given[name]
+            if isinstance(value, dict | list):
+                raise APIError(
+                    400, Rest.BAD_BODY, f'argument "{name}" must be a string, number, boolean or null'
+                )
+            values[name] = value
+        else:
+            raise APIError(
+                400, Rest.FUNCTION_NOT_FOUND, f'function {function.name} needs the argument "{name}"'
+            )
+    if strict:
+        for name in given:
+            if name not in function.params or name == UID:
+                raise APIError(
+                    400,
+                    Rest.FUNCTION_NOT_FOUND,
+                    f'function {function.name} takes no argument "{name[:100]}"',
+                    hint="its arguments: " + ", ".join(p for p in function.params if p != UID) or None,
+                )
+    return values
+
+
+def call(function, values, read):
+    """Run `function` with `values` in one transaction; a rows.Page (a `rows` function shaped by
+    `read`), or for `one` and `scalar` the JSON value to answer with."""
+    try:
+        with _transaction(function):
+            if function.returns == "rows" and not function.writes:
+                return _shaped(function, values, read)
+            result = db.session.connection().execute(sa.text(function.sql), values)
+            found = [dict(row._mapping) for row in result] if result.returns_rows else []
+            if function.writes:
+                db.session.commit()
+    except DBAPIError as exc:
+        raise _refused(function, exc) from None
+    except BadValue as exc:
+        raise rows.client_error(exc) from None
+    return _value(function, found)
+
+
+def _value(function, found):
+    plain = sa.column("value")
+    if function.returns == "scalar":
+        return json_value(plain, next(iter(found[0].values()))) if found and found[0] else None
+    shaped = [{key: json_value(plain, value) for key, value in row.items()} for row in found]
+    if function.returns == "rows":
+        return rows.Page(shaped, list(shaped[0]) if shaped else [])
+    if len(shaped) > 1:
+        raise APIError(
+            406, Rest.NOT_ONE_ROW, "JSON object requested, multiple rows returned",
+            details=f"The result contains {len(shaped)} rows",
+        )  # fmt: skip
+    return shaped[0] if shaped else None
+
+
+def _shaped(function, values, read):
+    """A rows function's result as a table's read: select, filters, order, paging, count. Without
+    filters or order the statement runs as written, so its own ORDER BY holds on every database
+    (MySQL does not keep the order of a subquery); paging then applies to its rows."""
+    statement = sa.text(function.sql).bindparams(**values)
+    if not read.query.filters and not read.query.order:
+        return _paged(function, statement, read)
+    anything = statement.columns().subquery("rpc")
+    probe = db.session.connection().execute(sa.select(sa.text("*")).select_from(anything).limit(1))
+    first = probe.first()
+    names = list(probe.keys())
+    types = {name: _column_type(first[index] if first else None) for index, name in enumerate(names)}
+    source = statement.columns(**types).subquery("rpc")
+    try:
+        items = filters.parse_select(read.query.select, source)
+        where = tables.condition(read.query.filters, source)
+        order = tables.ordering(read.query.order, source)
+        found = []
+        if read.limit != 0:
+            found = tables.select_rows(source, items, where, order, read.offset, read.limit)
+        total = tables.count(source, where) if read.count else None
+    except filters.FilterError as exc:
+        raise rows.client_error(exc) from None
+    if read.media == "object" and len(found) != 1:
+        raise APIError(
+            406, Rest.NOT_ONE_ROW, "JSON object requested, multiple (or no) rows returned",
+            details=f"The result contains {len(found)} rows",
+        )  # fmt: skip
+    return rows.Page(found, [item.alias for item in items], total)
+
+
+def _paged(function, statement, read):
+    result = db.session.connection().execute(statement)
+    found = [tuple(row) for row in result]
+    source = sa.table("rpc", *(sa.column(name, sa.Text()) for name in result.keys()))
+    try:
+        items = filters.parse_select(read.query.select, source)
+    except filters.FilterError as exc:
+        raise rows.client_error(exc) from None
+    names = list(result.keys())
+    picked = [
+        {item.alias: json_value(source.c[item.column], row[names.index(item.column)]) for item in items}
+        for row in found[read.offset : read.offset + read.limit]
+    ]
+    if read.media == "object" and len(picked) != 1:
+        raise APIError(
+            406, Rest.NOT_ONE_ROW, "JSON object requested, multiple (or no) rows returned",
+            details=f"The result contains {len(picked)} rows",
+        )  # fmt: skip
+    return rows.Page(picked, [item.alias for item in items], len(found) if read.count else None)
+
+
+def _column_type(value):
+    for kind, column_type in TYPES:
+        if isinstance(value, kind):
+            return column_type()
+    return sa.Text()
+
+
+class _transaction:
+    """The function's transaction: read-only unless it `writes`; always ended."""
+
+    def __init__(self, function):
+        self.function = function
+        self.sqlite = None
+
+    def __enter__(self):
+        db.session.rollback()  # what the request read before (its caller's session) is done
+        if self.function.writes:
+            return self
+        connection = db.session.connection()
+        if connection.dialect.name == "sqlite":
+            self.sqlite = connection.connection.dbapi_connection
+            self.sqlite.execute("PRAGMA query_only = ON")
+        else:
+            connection.exec_driver_sql("SET TRANSACTION READ ONLY")
+        return self
+
+    def __exit__(self, *exc):
+        if self.sqlite is not None:  # while the connection is still this request's
+            self.sqlite.execute("PRAGMA query_only = OFF")
+        db.session.rollback()
+        return False
+
+
+def _refused(function, exc):
+    """The 4xx or 5xx for what the database refused of a function's statement."""
+    code = getattr(getattr(exc, "orig", None), "args", (None,))[0]
+    text = str(getattr(exc, "orig", "")).lower()
+    if code == MYSQL_READ_ONLY or "readonly database" in text or "read-only" in text:
+        return APIError(
+            405, Rest.READ_ONLY, f"function {function.name} may not change data",
+            hint="declare writes = true for it in tables.toml, and call it with POST",
+        )  # fmt: skip
+    if isinstance(exc, IntegrityError):
+        return APIError(
+            409, Rest.INTEGRITY_VIOLATION, f"function {function.name}'s change violates a constraint"
+        )
+    if isinstance(exc, sa.exc.DataError):
+        return APIError(400, Rest.INVALID_TEXT, f"an argument of function {function.name} does not fit")
+    if isinstance(exc, sa.exc.OperationalError) and code != 1064:
+        return exc  # the database is not answering: the usual 503
+    log.error("function %s: its SQL failed: %s", function.name, type(exc.orig).__name__)
+    return APIError(500, Rest.MISCONFIGURED, f"Function '{function.name}' is misconfigured on the server")
+
+
+def visible(who):
+    """The functions `who` may execute, for the OpenAPI document."""
+    return [f for name, f in sorted(policies.functions().items()) if policies.may_execute(f, who)]

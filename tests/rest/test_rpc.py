@@ -1,0 +1,154 @@
+"""Functions of tables.toml at /rest/v1/rpc/{name}, on both databases: arguments from a body or a
+query string, :uid, the execute rule, rows shaped as a table's, one and scalar results, read-only
+functions that cannot change data, and functions that may."""
+
+import pytest
+
+from support import assert_rest_error, serve_app
+
+FUNCTIONS = """
+[functions.cheaper_than]
+sql = "SELECT id, name, price FROM items WHERE price < :max_price ORDER BY id"
+execute = "anon"
+
+[functions.item_count]
+sql = "SELECT COUNT(*) AS n FROM items"
+execute = "anon"
+returns = "scalar"
+
+[functions.item_named]
+sql = "SELECT id, name FROM items WHERE name = :name"
+execute = "anon"
+returns = "one"
+
+[functions.whoami]
+sql = "SELECT :uid AS uid"
+execute = "authenticated"
+returns = "scalar"
+
+[functions.sneaky]
+sql = "DELETE FROM items WHERE id = :id"
+execute = "anon"
+
+[functions.restock]
+sql = "UPDATE items SET qty = :qty WHERE name = :name"
+execute = "service_role"
+writes = true
+
+[functions.secret]
+sql = "SELECT 1 AS one"
+"""
+
+
+@pytest.fixture
+def rest(make_rest, tables_toml, tmp_path):
+    config = tmp_path / "with-functions.toml"
+    config.write_text(tables_toml + FUNCTIONS)
+    return make_rest(TABLES_CONFIG=str(config))
+
+
+def test_arguments_from_a_body_or_a_query_string(rest):
+    posted = rest.anon.post("/rest/v1/rpc/cheaper_than", json={"max_price": 3})
+    assert posted.status_code == 200
+    assert [row["name"] for row in posted.json] == ["Apple", "Date"]
+    assert rest.anon.get("/rest/v1/rpc/cheaper_than?max_price=3").json == posted.json
+
+
+def test_a_rows_result_is_shaped_as_a_tables(rest):
+    shaped = rest.anon.get(
+        "/rest/v1/rpc/cheaper_than?max_price=100&select=name&price=gte.2&order=price.desc&offset=1",
+        headers={"Prefer": "count=exact"},
+    )
+    assert shaped.status_code == 206 and shaped.headers["Content-Range"] == "1-2/3"
+    assert shaped.json == [{"name": "apple pie"}, {"name": "Date"}]
+    dotted = rest.anon.get("/rest/v1/rpc/cheaper_than?max_price=100&price.lt=2&select=id")
+    assert dotted.json == [{"id": 1}]
+    one = rest.anon.get(
+        "/rest/v1/rpc/cheaper_than?max_price=100&name=eq.Date",
+        headers={"Accept": "application/vnd.pgrst.object+json"},
+    )
+    assert one.json == {"id": 5, "name": "Date", "price": 2.0}
+    csv = rest.anon.get(
+        "/rest/v1/rpc/cheaper_than?max_price=100&select=name&limit=1", headers={"Accept": "text/csv"}
+    )
+    assert csv.get_data(as_text=True).splitlines() == ["name", "Apple"]
+    assert_rest_error(rest.anon.get("/rest/v1/rpc/cheaper_than?max_price=100&select=colour"), 400)
+
+
+def test_scalar_one_and_uid(rest):
+    assert rest.anon.post("/rest/v1/rpc/item_count").json == 5
+    assert rest.anon.post("/rest/v1/rpc/item_named", json={"name": "Banana"}).json["name"] == "Banana"
+    assert rest.anon.post("/rest/v1/rpc/item_named", json={"name": "nothing"}).json is None
+    token = rest.anon.sign_up()["access_token"]
+    assert int(rest.anon.post("/rest/v1/rpc/whoami", token=token).json) == 1
+
+
+def test_missing_and_unknown_arguments_are_400s_naming_them(rest):
+    body = assert_rest_error(rest.anon.post("/rest/v1/rpc/cheaper_than", json={}), 400)
+    assert '"max_price"' in body["message"]
+    body = assert_rest_error(
+        rest.anon.post("/rest/v1/rpc/cheaper_than", json={"max_price": 1, "maxprice": 2}), 400
+    )
+    assert '"maxprice"' in body["message"]
+    assert_rest_error(rest.anon.post("/rest/v1/rpc/cheaper_than", json={"max_price": [1]}), 400)
+    assert_rest_error(rest.anon.post("/rest/v1/rpc/cheaper_than", data=b"[1"), 400)
+    assert_rest_error(rest.anon.get("/rest/v1/rpc/cheaper_than?max_price=3&colour=eq.1"), 400)
+    assert_rest_error(rest.anon.get("/rest/v1/rpc/cheaper_than"), 400)
+
+
+def test_an_unknown_function_is_a_404_naming_the_nearest(rest):
+    body = assert_rest_error(rest.anon.post("/rest/v1/rpc/cheaper_then", json={"max_price": 1}), 404)
+    assert "cheaper_than" in body["hint"]
+    sdk = rest.anon.post("/rest/v1/rpc/nope", headers={"X-Client-Info": "supabase-js/2.109.0"})
+    assert sdk.json["code"] == "PGRST202"
+
+
+def test_the_execute_rule_holds(rest):
+    assert_rest_error(rest.anon.post("/rest/v1/rpc/whoami"), 401)
+    assert_rest_error(rest.anon.post("/rest/v1/rpc/secret"), 401)
+    token = rest.anon.sign_up()["access_token"]
+    assert_rest_error(rest.anon.post("/rest/v1/rpc/secret", token=token), 403)
+    assert rest.service.post("/rest/v1/rpc/secret").json == [{"one": 1}]
+
+
+def test_a_function_without_writes_cannot_change_data(rest):
+    response = rest.anon.post("/rest/v1/rpc/sneaky", json={"id": 1})
+    body = assert_rest_error(response, 405)
+    assert "writes = true" in body["hint"]
+    assert rest.anon.get("/rest/v1/items?id=eq.1").json != []
+    # The connection it ran on is writable again for the next request.
+    assert rest.service.patch("/rest/v1/items?id=eq.1", json={"qty": 11}).status_code == 204
+
+
+def test_a_function_that_writes_is_post_only_and_commits(rest):
+    got = rest.service.get("/rest/v1/rpc/restock?qty=1&name=Apple")
+    assert_rest_error(got, 405)
+    assert got.headers["Allow"] == "POST"
+    assert rest.service.post("/rest/v1/rpc/restock", json={"qty": 42, "name": "Apple"}).json == []
+    assert rest.anon.get("/rest/v1/items?name=eq.Apple&select=qty").json == [{"qty": 42}]
+
+
+def test_the_openapi_document_lists_the_functions_a_caller_may_run(rest):
+    from openapi_spec_validator import validate
+
+    document = rest.anon.get("/rest/v1/").json
+    validate(document)
+    paths = document["paths"]
+    assert "/rest/v1/rpc/cheaper_than" in paths and "/rest/v1/rpc/secret" not in paths
+    assert "get" not in paths.get("/rest/v1/rpc/restock", {})
+
+
+def test_postgrest_py_calls_a_function_over_http(rest, anon_key):
+    from postgrest import SyncPostgrestClient
+
+    base, stop = serve_app(rest.app)
+    client = SyncPostgrestClient(f"{base}/rest/v1", headers={"apikey": anon_key})
+    try:
+        found = client.rpc("cheaper_than", {"max_price": 3}).execute()
+        assert [row["name"] for row in found.data] == ["Apple", "Date"]
+        ordered = client.rpc("cheaper_than", {"max_price": 100}).order("price", desc=True).limit(1).execute()
+        assert ordered.data[0]["name"] == "cherry_tart"
+        assert client.rpc("item_count", {}).execute().data == 5
+    finally:
+        client.session.close()
+        stop()
