@@ -17,7 +17,7 @@ from models import SERVICE_TABLES
 
 OPERATIONS = ("select", "insert", "update", "delete")
 RULES = ("anon", "authenticated", "owner", "service_role")
-TABLE_KEYS = frozenset({*OPERATIONS, "owner_column"})
+TABLE_KEYS = frozenset({*OPERATIONS, "owner_column", "columns", "primary_key"})
 FUNCTION_KEYS = frozenset({"sql", "execute", "returns", "writes"})
 RETURNS = ("rows", "one", "scalar")
 # Any table of the service, present or future, carries this prefix (models.SERVICE_TABLES).
@@ -29,6 +29,9 @@ class Policy:
     table: str
     rules: dict  # operation -> rule
     owner_column: str | None = None
+    columns: tuple | None = None  # the only columns the API shows and takes; None: all of them
+    primary_key: str | None = None  # for a view: its default order
+    read_only: bool = False  # the users table: it changes through /auth/v1 only
 
 
 @dataclass(frozen=True)
@@ -101,8 +104,9 @@ def parse(document, users_table, source="tables.toml"):
     for key, value in (("tables", tables), ("functions", functions)):
         if not isinstance(value, dict):
             raise ConfigError(f"{source}: '{key}' must be a table of [{key}.NAME] sections")
-    forbidden = {users_table.strip().casefold()} | {name.casefold() for name in SERVICE_TABLES}
-    policies = {name: _policy(name, entry, forbidden, source) for name, entry in tables.items()}
+    forbidden = {name.casefold() for name in SERVICE_TABLES}
+    users = users_table.strip().casefold()
+    policies = {name: _policy(name, entry, forbidden, users, source) for name, entry in tables.items()}
     return policies, {name: _function(name, entry, source) for name, entry in functions.items()}
 
 
@@ -131,23 +135,34 @@ def _function(name, entry, source):
     return Function(name, sql.strip().rstrip(";"), rule, returns, writes, params)
 
 
-def _policy(name, entry, forbidden, source):
+def _policy(name, entry, forbidden, users, source):
     where = f"{source}: [tables.{name}]"
     folded = name.strip().casefold()
     if not name.strip() or any(ord(char) < 32 for char in name):
         raise ConfigError(f"{where}: a table name must be non-empty and printable")
     if folded in forbidden or folded.startswith(SERVICE_PREFIX):
-        raise ConfigError(
-            f"{where}: the users table and the service's own tables ({SERVICE_PREFIX}*) "
-            "can never be exposed through /rest/v1"
-        )
+        raise ConfigError(f"{where}: the service's own tables ({SERVICE_PREFIX}*) can never be exposed")
     if not isinstance(entry, dict):
         raise ConfigError(f"{where} must be a table of rules")
     unknown = sorted(set(entry) - TABLE_KEYS)
     if unknown:
         raise ConfigError(
-            f"{where}: unknown key {unknown[0]!r}; expected {', '.join(OPERATIONS)} or owner_column"
+            f"{where}: unknown key {unknown[0]!r}; expected {', '.join(OPERATIONS)}, owner_column, "
+            "columns or primary_key"
         )
+    columns = entry.get("columns")
+    if columns is not None and (
+        not isinstance(columns, list)
+        or not columns
+        or not all(isinstance(c, str) and c.strip() for c in columns)
+    ):
+        raise ConfigError(f"{where}: columns must be a list of column names")
+    primary_key = entry.get("primary_key")
+    if primary_key is not None and (not isinstance(primary_key, str) or not primary_key.strip()):
+        raise ConfigError(f"{where}: primary_key must be a column name")
+    read_only = folded == users
+    if read_only:
+        _check_users_listing(where, entry, columns)
     rules = {}
     for operation in OPERATIONS:
         rule = entry.get(operation, "service_role")
@@ -159,7 +174,21 @@ def _policy(name, entry, forbidden, source):
         raise ConfigError(f"{where}: owner_column must be a column name")
     if owner_column is None and "owner" in rules.values():
         raise ConfigError(f"{where}: a rule is 'owner', so owner_column must name the owner's column")
-    return Policy(name, rules, owner_column)
+    return Policy(name, rules, owner_column, tuple(columns) if columns else None, primary_key, read_only)
+
+
+def _check_users_listing(where, entry, columns):
+    """The users table may be listed to be read (and embedded), never written, and never with its
+    password hashes."""
+    if columns is None:
+        raise ConfigError(f"{where}: the users table can only be listed with a columns list")
+    if "password" in columns:
+        raise ConfigError(f"{where}: the users table's password column can never be exposed")
+    written = sorted(operation for operation in OPERATIONS[1:] if operation in entry)
+    if written:
+        raise ConfigError(
+            f"{where}: the users table is read-only here ({written[0]} is set): users change through /auth/v1"
+        )
 
 
 def policies():

@@ -125,6 +125,8 @@ def permit(name, operation, who, prefer=None):
     """The caller's Access to table `name`: 404, 401 or 403 before anything else is looked at."""
     prefer = prefer or Prefer()
     policy = policies.lookup(name)
+    if operation != "select" and policy.read_only:
+        raise read_only(name, "users change through /auth/v1")
     action = policies.authorize(policy, operation, who)
     read = policies.authorize(policy, "select", who) if prefer.returns == "representation" else None
     merge = None
@@ -259,6 +261,8 @@ def _transaction(name, access, columns, work, request, commit=False):
     force = False
     for attempt in range(1, ATTEMPTS + 1):
         table = tables.reflected(name, columns, force=force)
+        if commit and table.info.get("view"):
+            raise read_only(name, "it is a view")
         try:
             _check_owner_column(table, access.action.policy)
             result = work(table, access, request)
@@ -282,6 +286,12 @@ def _transaction(name, access, columns, work, request, commit=False):
         except BaseException:
             db.session.rollback()
             raise
+
+
+def read_only(name, why):
+    return APIError(
+        405, Rest.READ_ONLY, f"table '{name}' is read-only: {why}", headers={"Allow": "GET, HEAD"}
+    )
 
 
 def _check_owner_column(table, policy):

@@ -61,12 +61,31 @@ def reflected(name, columns=(), force=False):
 
 
 def _reflect(name):
+    """The table as the API sees it: only its exposed columns (tables.toml's `columns`), a view's
+    configured primary key, and whether it is a view (read-only)."""
     try:
         table = sa.Table(name, sa.MetaData(), autoload_with=db.engine, resolve_fks=False)
-        table.info["unique_sets"] = _unique_sets(table)
+        unique_sets = _unique_sets(table)
     except NoSuchTableError:
         return None
+    policy = policies.policies().get(name)
+    if policy is not None and (policy.columns or policy.primary_key):
+        table = _exposed(table, policy)
+    table.info["unique_sets"] = [s for s in unique_sets if s <= set(table.c.keys())]
+    table.info["view"] = name in sa.inspect(db.engine).get_view_names()
     return table
+
+
+def _exposed(table, policy):
+    """A copy of `table` with only the columns `policy` exposes, `policy.primary_key` as its key."""
+    keep = [column for column in table.c if policy.columns is None or column.key in policy.columns]
+    copies = []
+    for column in keep:
+        copy = column._copy()
+        if policy.primary_key:
+            copy.primary_key = column.key == policy.primary_key
+        copies.append(copy)
+    return sa.Table(table.name, sa.MetaData(), *copies)
 
 
 def _unique_sets(table):
