@@ -145,9 +145,10 @@ def one_sign_up_at_a_time(email):
     users_table()
     if state().email_is_unique:
         return
+    # INSERT … ON DUPLICATE KEY UPDATE takes the row's exclusive lock at once, where a plain INSERT
+    # of a duplicate waits for a shared one first: three racing sign-ups could then deadlock.
     key = hashlib.sha256(email.encode()).hexdigest()
-    db.session.execute(insert(SignUpLock).values(email_key=key))
-    db.session.execute(delete(SignUpLock).where(SignUpLock.email_key == key))
+    upsert(SignUpLock.__table__, {"email_key": key}, ["email_key"])
 
 
 ABOUT_BYTES = 65535  # a TEXT column on MySQL/MariaDB
