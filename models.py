@@ -123,8 +123,8 @@ class EmailSend(db.Model):
 
 
 class SignUpLock(db.Model):
-    """Held, inside a sign-up's transaction, for the e-mail address being signed up, where no unique
-    index on the users table's email column keeps two racing sign-ups from both inserting it."""
+    """A row per address signed up where no unique index on the users table's email column keeps
+    two racing sign-ups from both inserting it: a sign-up holds its row's lock until it commits."""
 
     __tablename__ = "minibase_signup_locks"
 

@@ -1,4 +1,4 @@
-"""A lock row per e-mail address being signed up, for users tables with no unique index on email.
+"""A lock row per e-mail address signed up, for users tables with no unique index on email.
 
 Revision ID: 0002
 Revises: 0001
