@@ -197,16 +197,7 @@ def policies():
 
 def lookup(name):
     """The policy of an exposed table; a 404 naming the nearest exposed one otherwise."""
-    policy = policies().get(name)
-    if policy is None:
-        nearest = difflib.get_close_matches(name, list(policies()), n=1) if len(name) <= 100 else []
-        raise APIError(
-            404,
-            Rest.TABLE_NOT_FOUND,
-            f"Could not find the table '{name[:100]}'",
-            hint=f"Perhaps you meant the table '{nearest[0]}'" if nearest else None,
-        )
-    return policy
+    return _find(policies(), "table", name, Rest.TABLE_NOT_FOUND)
 
 
 def functions():
@@ -215,16 +206,20 @@ def functions():
 
 def lookup_function(name):
     """The function `name`; a 404 naming the nearest one otherwise."""
-    function = functions().get(name)
-    if function is None:
-        nearest = difflib.get_close_matches(name, list(functions()), n=1) if len(name) <= 100 else []
+    return _find(functions(), "function", name, Rest.FUNCTION_NOT_FOUND)
+
+
+def _find(registry, kind, name, code):
+    found = registry.get(name)
+    if found is None:
+        nearest = difflib.get_close_matches(name, list(registry), n=1) if len(name) <= 100 else []
         raise APIError(
             404,
-            Rest.FUNCTION_NOT_FOUND,
-            f"Could not find the function '{name[:100]}'",
-            hint=f"Perhaps you meant the function '{nearest[0]}'" if nearest else None,
+            code,
+            f"Could not find the {kind} '{name[:100]}'",
+            hint=f"Perhaps you meant the {kind} '{nearest[0]}'" if nearest else None,
         )
-    return function
+    return found
 
 
 def may_execute(function, who):
@@ -238,9 +233,7 @@ def may_execute(function, who):
 
 def authorize_function(function, who):
     if not may_execute(function, who):
-        status = 401 if who.role == "anon" else 403
-        hint = "Only the service key may do this." if function.rule == "service_role" else "Sign in first."
-        raise denied(f"permission denied for function '{function.name}'", status, hint)
+        raise _refused(who, function.rule, f"function '{function.name}'")
 
 
 def authorize(policy, operation, who):
@@ -252,9 +245,13 @@ def authorize(policy, operation, who):
         return Grant(policy)
     if who.role == "authenticated" and rule == "owner":
         return Grant(policy, owner_id=who.user_id)
+    raise _refused(who, rule, f"table '{policy.table}'")
+
+
+def _refused(who, rule, what):
     status = 401 if who.role == "anon" else 403
     hint = "Only the service key may do this." if rule == "service_role" else "Sign in first."
-    raise denied(f"permission denied for table '{policy.table}'", status, hint)
+    return denied(f"permission denied for {what}", status, hint)
 
 
 def denied(message, status=403, hint=None):
