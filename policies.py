@@ -17,7 +17,7 @@ from models import SERVICE_TABLES
 
 OPERATIONS = ("select", "insert", "update", "delete")
 RULES = ("anon", "authenticated", "owner", "service_role")
-TABLE_KEYS = frozenset({*OPERATIONS, "owner_column", "columns", "primary_key"})
+TABLE_KEYS = frozenset({*OPERATIONS, "owner_column", "columns", "primary_key", "references"})
 FUNCTION_KEYS = frozenset({"sql", "execute", "returns", "writes"})
 RETURNS = ("rows", "one", "scalar")
 # Any table of the service, present or future, carries this prefix (models.SERVICE_TABLES).
@@ -32,6 +32,7 @@ class Policy:
     columns: tuple | None = None  # the only columns the API shows and takes; None: all of them
     primary_key: str | None = None  # for a view: its default order
     read_only: bool = False  # the users table: it changes through /auth/v1 only
+    references: tuple = ()  # (column, table, column): foreign keys the database does not declare
 
 
 @dataclass(frozen=True)
@@ -148,7 +149,7 @@ def _policy(name, entry, forbidden, users, source):
     if unknown:
         raise ConfigError(
             f"{where}: unknown key {unknown[0]!r}; expected {', '.join(OPERATIONS)}, owner_column, "
-            "columns or primary_key"
+            "columns, primary_key or references"
         )
     columns = entry.get("columns")
     if columns is not None and (
@@ -174,7 +175,25 @@ def _policy(name, entry, forbidden, users, source):
         raise ConfigError(f"{where}: owner_column must be a column name")
     if owner_column is None and "owner" in rules.values():
         raise ConfigError(f"{where}: a rule is 'owner', so owner_column must name the owner's column")
-    return Policy(name, rules, owner_column, tuple(columns) if columns else None, primary_key, read_only)
+    references = _references(where, entry.get("references", {}))
+    return Policy(
+        name, rules, owner_column, tuple(columns) if columns else None, primary_key, read_only, references
+    )
+
+
+def _references(where, entry):
+    """`references = { author_id = "users.user_id" }` as (column, table, column) triples."""
+    if not isinstance(entry, dict):
+        raise ConfigError(f'{where}: references must be a table such as {{ author_id = "users.user_id" }}')
+    found = []
+    for column, target in entry.items():
+        table, dot, target_column = target.partition(".") if isinstance(target, str) else ("", "", "")
+        if not column.strip() or not dot or not table.strip() or not target_column.strip():
+            raise ConfigError(
+                f'{where}: references.{column} = {target!r} must name a table and its column: "users.user_id"'
+            )
+        found.append((column, table.strip(), target_column.strip()))
+    return tuple(found)
 
 
 def _check_users_listing(where, entry, columns):

@@ -60,20 +60,59 @@ def reflected(name, columns=(), force=False):
     return found
 
 
+def reflected_or_none(name, columns=()):
+    """The table `name` as `reflected` finds it, or None when the database lacks it."""
+    try:
+        return reflected(name, columns)
+    except APIError:
+        return None
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A foreign key: `columns` of this table hold the `target_columns` of table `target`. Declared
+    in the database (`name` is its constraint's, when it has one) or in tables.toml's references."""
+
+    name: str | None
+    columns: tuple
+    target: str
+    target_columns: tuple
+
+
+def references(table):
+    """The table's (or an alias's table's) foreign keys through exposed columns, found when it was
+    reflected."""
+    return getattr(table, "element", table).info.get("references", ())
+
+
 def _reflect(name):
     """The table as the API sees it: only its exposed columns (tables.toml's `columns`), a view's
-    configured primary key, and whether it is a view (read-only)."""
+    configured primary key, its foreign keys, and whether it is a view (read-only)."""
     try:
         table = sa.Table(name, sa.MetaData(), autoload_with=db.engine, resolve_fks=False)
         unique_sets = _unique_sets(table)
     except NoSuchTableError:
         return None
     policy = policies.policies().get(name)
+    found = [_reference(constraint) for constraint in table.foreign_key_constraints]
+    if policy is not None:
+        found += [Reference(None, (column,), target, (key,)) for column, target, key in policy.references]
     if policy is not None and (policy.columns or policy.primary_key):
         table = _exposed(table, policy)
     table.info["unique_sets"] = [s for s in unique_sets if s <= set(table.c.keys())]
     table.info["view"] = name in sa.inspect(db.engine).get_view_names()
+    table.info["references"] = tuple(r for r in found if all(c in table.c for c in r.columns))
     return table
+
+
+def _reference(constraint):
+    targets = [element.target_fullname.rsplit(".", 2)[-2:] for element in constraint.elements]
+    return Reference(
+        constraint.name,
+        tuple(constraint.column_keys),
+        targets[0][0],
+        tuple(column for _, column in targets),
+    )
 
 
 def _exposed(table, policy):
@@ -118,8 +157,9 @@ def primary_key(table):
 
 
 def unique_sets(table):
-    """The column sets an upsert may name in on_conflict, found when the table was reflected."""
-    return table.info["unique_sets"]
+    """The column sets an upsert may name in on_conflict (that identify a row), found when the table
+    was reflected."""
+    return getattr(table, "element", table).info["unique_sets"]
 
 
 def generated(table, column):
@@ -303,7 +343,7 @@ def count(table, where):
     return execute(_where(sa.select(sa.func.count()).select_from(table), where)).scalar()
 
 
-def _key_condition(columns, keys):
+def key_condition(columns, keys):
     if len(columns) == 1:
         return columns[0].in_([key[0] for key in keys])
     return sa.tuple_(*columns).in_(keys)
@@ -316,7 +356,7 @@ def fetch(table, items, keys, grant=None):
     found = {}
     for start in range(0, len(keys), KEY_CHUNK):
         where = sa.and_(
-            _key_condition(key_columns, keys[start : start + KEY_CHUNK]),
+            key_condition(key_columns, keys[start : start + KEY_CHUNK]),
             *_also(grant and grant.condition(table)),
         )
         for row in _rows(table, columns, where):
@@ -444,7 +484,7 @@ def update(table, values, where, items=None):
     lock_for_writing(table)
     keys = _locked_keys(table, where)
     for start in range(0, len(keys), KEY_CHUNK):
-        chunk = _key_condition(columns, keys[start : start + KEY_CHUNK])
+        chunk = key_condition(columns, keys[start : start + KEY_CHUNK])
         db.session.execute(statement.where(sa.and_(chunk, *_also(where))))
     moved = [tuple(values.get(c.key, old) for c, old in zip(columns, key, strict=True)) for key in keys]
     return fetch(table, items, moved), len(keys)
@@ -465,6 +505,6 @@ def delete(table, where, items=None):
     before = _rows(table, columns, where, order=key_columns, lock=True)
     keys = [row[len(items) :] for row in before]
     for start in range(0, len(keys), KEY_CHUNK):
-        chunk = _key_condition(key_columns, keys[start : start + KEY_CHUNK])
+        chunk = key_condition(key_columns, keys[start : start + KEY_CHUNK])
         db.session.execute(sa.delete(table).where(sa.and_(chunk, *_also(where))))
     return [json_row(table, items, row) for row in before], len(before)

@@ -63,6 +63,13 @@ def test_no_tables_section_exposes_nothing():
         ('tables = "places"\n', "'tables' must be"),
         ("[tables]\nplaces = 1\n", "must be a table of rules"),
         ('[tables.""]\n', "non-empty"),
+        ('[tables.posts]\nreferences = "users.user_id"\n', "references must be a table"),
+        (
+            '[tables.posts]\nreferences = { author_id = "users" }\n',
+            'must name a table and its column: "users.user_id"',
+        ),
+        ("[tables.posts]\nreferences = { author_id = 3 }\n", "must name a table and its column"),
+        ('[tables.posts]\nreferences = { author_id = ".user_id" }\n', "must name a table and its column"),
     ],
 )
 def test_invalid_configurations_refuse_to_start_saying_why(text, says):
