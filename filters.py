@@ -11,6 +11,7 @@ Pure: no Flask, no I/O, no database connection.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import operator
 import re
@@ -64,12 +65,34 @@ class Logic:
     op: str  # "and" | "or"
     children: tuple[Condition | Logic, ...]
     negated: bool = False
+    path: tuple[str, ...] = ()  # the embedded resource it filters (`posts.or=(...)`); () the table
 
 
 @dataclass(frozen=True)
 class SelectItem:
     column: str
     alias: str
+
+
+@dataclass(frozen=True)
+class EmbedItem:
+    """`alias:table!hint!inner(items)` or `...table(items)` in select: related rows to embed."""
+
+    table: str
+    alias: str  # the key in the parent's object, and the embed's name in filters (`alias.col=...`)
+    items: tuple  # SelectItem (unresolved, "*" for all) and EmbedItem
+    hint: str | None = None  # a column, constraint or junction table naming the relationship
+    inner: bool = False  # keep only parents with a match
+    spread: bool = False  # the columns of a to-one embed, spread into the parent
+
+
+@dataclass(frozen=True)
+class Embedded:
+    """order=, limit= and offset= of one embedded resource (`posts.order=id.desc`)."""
+
+    order: str | None = None
+    limit: int | None = None
+    offset: int = 0
 
 
 @dataclass(frozen=True)
@@ -84,15 +107,50 @@ class OrderItem:
 
 
 def parse_filters(pairs: Iterable[tuple[str, str]]) -> list[Condition | Logic]:
-    """Parse query-string pairs into filter nodes; other reserved keys are skipped."""
+    """Parse query-string pairs into filter nodes; other reserved keys are skipped. A filter on an
+    embedded resource keeps its path: `posts.title=eq.x` is Condition("posts.title", ...), and
+    `posts.or=(...)` a Logic whose path is ("posts",)."""
     nodes: list[Condition | Logic] = []
     for key, value in pairs:
+        path, _, last = key.rpartition(".")
         if key in _LOGIC_KEYS:
             nodes.append(_parse_logic_param(key, value))
+        elif path and _scoped_logic(key) is not None:
+            scope, logic_key = _scoped_logic(key)
+            nodes.append(_parse_logic_param(logic_key, value, tuple(scope.split("."))))
+        elif path and last in _EMBEDDED_PARAMETERS:
+            continue  # parse_embedded's
         elif key not in RESERVED:
             nodes.append(_parse_filter_param(key, value))
     _check_size(nodes)
     return nodes
+
+
+_EMBEDDED_PARAMETERS = ("order", "limit", "offset")
+
+
+def _scoped_logic(key: str) -> tuple[str, str] | None:
+    """'posts.or' -> ('posts', 'or'); 'posts.not.and' -> ('posts', 'not.and'); else None."""
+    for logic_key in sorted(_LOGIC_KEYS, key=len, reverse=True):  # "not.or" before "or"
+        scope = key.removesuffix("." + logic_key)
+        if scope != key and scope:
+            return scope, logic_key
+    return None
+
+
+def parse_embedded(pairs: Iterable[tuple[str, str]]) -> dict[tuple[str, ...], Embedded]:
+    """`path.order`, `path.limit` and `path.offset` parameters, by embedded resource path."""
+    found: dict[tuple[str, ...], dict] = {}
+    for key, value in pairs:
+        scope, dot, last = key.rpartition(".")
+        if not dot or last not in _EMBEDDED_PARAMETERS or _scoped_logic(key) is not None:
+            continue
+        if not scope or "" in scope.split("."):
+            raise FilterError(f"malformed parameter {quoted(key)}", hint='write "posts.order=id.desc"')
+        if last != "order" and not re.fullmatch(r"[0-9]{1,18}", value):
+            raise FilterError(f'"{key[:60]}" must be a non-negative integer, not {quoted(value)}')
+        found.setdefault(tuple(scope.split(".")), {})[last] = value if last == "order" else int(value)
+    return {path: Embedded(**settings) for path, settings in found.items()}
 
 
 def _parse_filter_param(key: str, value: str) -> Condition:
@@ -279,7 +337,7 @@ def _read_list_value(scanner: _Scanner, closer: str) -> str:
     return value
 
 
-def _parse_logic_param(key: str, value: str) -> Logic:
+def _parse_logic_param(key: str, value: str, path: tuple[str, ...] = ()) -> Logic:
     op, negated = _LOGIC_KEYS[key]
     scanner = _Scanner(value, f"malformed {quoted(key)} filter")
     scanner.skip_spaces()
@@ -288,7 +346,7 @@ def _parse_logic_param(key: str, value: str) -> Logic:
             f"malformed {quoted(key)} filter: the conditions must be in parentheses",
             hint=f'write "{key}=(a.eq.1,b.gt.2)"',
         )
-    logic = Logic(op, _read_tree(scanner, key, depth=1), negated)
+    logic = Logic(op, _read_tree(scanner, key, depth=1), negated, path)
     scanner.skip_spaces()
     if scanner.peek() == ")":
         raise FilterError(f"unbalanced parentheses in {quoted(key)} filter")
@@ -560,57 +618,155 @@ def _glob_pattern(pattern: str) -> str:
 # ---------------------------------------------------------------------------
 # select= and order=
 
-_ALIAS = re.compile(r"[\w$]+")
-_UNSUPPORTED_SELECT = (
-    ("::", "casts"),
-    ("->", "JSON paths"),
-    ("(", "embedded resources and functions"),
-    (")", "embedded resources and functions"),
-)
-
-
+_NAME = re.compile(r"[\w$]+")
+_UNSUPPORTED_SELECT = (("::", "casts"), ("->", "JSON paths"))
 MAX_SELECT_ITEMS = 500  # SQLite refuses a result of more than 2,000 columns
 MAX_ORDER_ITEMS = 50
+MAX_EMBED_DEPTH = 4
+STAR = SelectItem("*", "*")
+
+
+def parse_select_tree(text: str | None) -> tuple[SelectItem | EmbedItem, ...]:
+    """The select= text as items, syntax only: SelectItem("*", "*") for all columns, SelectItem for
+    a column (not yet checked against a table), EmbedItem for related rows, nested to
+    MAX_EMBED_DEPTH."""
+    if text is None or text.strip() in ("", "*"):
+        return (STAR,)
+    count = text.count(",") + 1
+    if count > MAX_SELECT_ITEMS:
+        raise FilterError(f"too many items in select (at most {MAX_SELECT_ITEMS})")
+    items = _select_items(text, depth=0)
+    _check_names(items)
+    return items
+
+
+def _select_items(text: str, depth: int) -> tuple[SelectItem | EmbedItem, ...]:
+    return tuple(_select_item(part.strip(), depth) for part in _split_top_level(text))
+
+
+def _split_top_level(text: str) -> list[str]:
+    """Split at the commas outside parentheses; unbalanced parentheses are a 400."""
+    parts, level, start = [], 0, 0
+    for index, char in enumerate(text):
+        if char == "(":
+            level += 1
+        elif char == ")":
+            level -= 1
+            if level < 0:
+                raise FilterError(f"unbalanced parentheses in select: {quoted(text)}")
+        elif char == "," and level == 0:
+            parts.append(text[start:index])
+            start = index + 1
+    if level != 0:
+        raise FilterError(f"unbalanced parentheses in select: {quoted(text)}")
+    parts.append(text[start:])
+    return parts
+
+
+def _select_item(part: str, depth: int) -> SelectItem | EmbedItem:
+    if not part:
+        raise FilterError("empty item in select", hint="remove the extra comma")
+    for marker, feature in _UNSUPPORTED_SELECT:
+        if marker in part:
+            raise FilterError(f"{feature} are not supported in select: {quoted(part)}")
+    if part == "*":
+        return STAR
+    if "(" in part:
+        return _embed_item(part, depth + 1)
+    alias, colon, name = part.rpartition(":")
+    alias, name = alias.strip(), name.strip()
+    if not colon:
+        alias = name
+    elif not _NAME.fullmatch(alias):
+        raise FilterError(f"invalid alias {quoted(alias)} in select item {quoted(part)}")
+    if not name:
+        raise FilterError(f"missing column name in select: {quoted(part)}")
+    return SelectItem(name, alias)
+
+
+def _embed_item(part: str, depth: int) -> EmbedItem:
+    """`[...][alias:]table[!hint][!inner|!left](items)`."""
+    if depth > MAX_EMBED_DEPTH:
+        raise FilterError(f"embedded resources are nested too deeply (at most {MAX_EMBED_DEPTH} levels)")
+    opening = part.index("(")
+    if not part.endswith(")"):
+        raise FilterError(f"unexpected text after the closing parenthesis in select: {quoted(part)}")
+    head, body = part[:opening].strip(), part[opening + 1 : -1]
+    spread = head.startswith("...")
+    alias, colon, name = head.removeprefix("...").rpartition(":")
+    name, *modifiers = name.strip().split("!")
+    alias = alias.strip() if colon else name
+    hint, inner = None, False
+    for modifier in (m.strip() for m in modifiers):
+        if modifier in ("inner", "left"):
+            inner = modifier == "inner"
+        elif hint is None and _NAME.fullmatch(modifier):
+            hint = modifier
+        else:
+            raise FilterError(f"invalid hint {quoted(modifier)} in select: {quoted(part)}")
+    if not name.strip():
+        raise FilterError(f'missing table name before "(" in select: {quoted(part)}')
+    for kind, value in (("table name", name), ("alias", alias)):
+        if not _NAME.fullmatch(value):
+            raise FilterError(f"invalid {kind} {quoted(value)} in select: {quoted(part)}")
+    items = _select_items(body, depth) if body.strip() else ()
+    return EmbedItem(name, alias, items, hint, inner, spread)
+
+
+def _check_names(items: Iterable[SelectItem | EmbedItem]) -> None:
+    """Each object's keys once: two items of one level may not share an alias."""
+    seen = set()
+    for item in items:
+        if isinstance(item, EmbedItem):
+            _check_names(item.items)
+            if item.spread:
+                continue
+        if item.alias in seen and item is not STAR:
+            raise FilterError(f"duplicate name {quoted(item.alias)} in select")
+        seen.add(item.alias)
 
 
 def parse_select(text: str | None, table: sa.Table) -> list[SelectItem]:
-    """'*', 'a,b', 'alias:col' -> the columns to return, in the order asked."""
-    if text is None or text.strip() in ("", "*"):
-        return _all_columns(table)
-    parts = text.split(",")
-    if len(parts) > MAX_SELECT_ITEMS:
-        raise FilterError(f"too many items in select (at most {MAX_SELECT_ITEMS})")
-    items = []
-    for part in parts:
-        items.extend(_parse_select_item(part.strip(), table))
-    seen = set()
+    """'*', 'a,b', 'alias:col' -> the columns to return, in the order asked (no embedding)."""
+    return resolve_select(parse_select_tree(text), table)
+
+
+def resolve_select(items: Iterable[SelectItem | EmbedItem], table: sa.Table) -> list[SelectItem]:
+    """The tree's columns checked against `table`, "*" expanded; an embed is a 400 here (a write's
+    or a function's result, where embedding does not apply)."""
+    found = []
     for item in items:
+        if isinstance(item, EmbedItem):
+            raise FilterError(
+                f"embedding {quoted(item.table)} is not supported here: related rows embed in table reads"
+            )
+        if item is STAR:
+            found.extend(_all_columns(table))
+        else:
+            found.append(SelectItem(_resolve_column(table, item.column, "select").key, item.alias))
+    seen = set()
+    for item in found:
         if item.alias in seen:
             raise FilterError(f"duplicate name {quoted(item.alias)} in select")
         seen.add(item.alias)
-    return items
+    return found
 
 
 def _all_columns(table: sa.Table) -> list[SelectItem]:
     return [SelectItem(column.key, column.key) for column in table.c]
 
 
-def _parse_select_item(part: str, table: sa.Table) -> list[SelectItem]:
-    if not part:
-        raise FilterError("empty item in select", hint="remove the extra comma")
-    if part == "*":
-        return _all_columns(table)
-    for marker, feature in _UNSUPPORTED_SELECT:
-        if marker in part:
-            raise FilterError(f"{feature} are not supported in select: {quoted(part)}")
-    alias, colon, name = part.rpartition(":")
-    alias, name = alias.strip(), name.strip()
-    if not colon:
-        alias = name
-    elif not _ALIAS.fullmatch(alias):
-        raise FilterError(f"invalid alias {quoted(alias)} in select item {quoted(part)}")
-    column = _resolve_column(table, name, "select")
-    return [SelectItem(column.key, alias)]
+def scoped(nodes: Iterable[Condition | Logic]) -> dict[tuple[str, ...], list[Condition | Logic]]:
+    """The filter nodes by the path of the resource they filter, () for the table itself, with the
+    path taken off their column names."""
+    found: dict[tuple[str, ...], list[Condition | Logic]] = {}
+    for node in nodes:
+        if isinstance(node, Condition) and "." in node.column:
+            *path, column = node.column.split(".")
+            found.setdefault(tuple(path), []).append(dataclasses.replace(node, column=column))
+        else:
+            found.setdefault(getattr(node, "path", ()), []).append(node)
+    return found
 
 
 _DIRECTIONS = {"asc": False, "desc": True}

@@ -2,11 +2,13 @@
 policies.py), the four operations, each in one transaction, and the errors a client caused, with
 PostgREST's codes. Requests come in parsed; rows go out as JSON-ready dicts."""
 
+import dataclasses
 import logging
 from dataclasses import dataclass, field
 
 from sqlalchemy.exc import DBAPIError
 
+import embeds
 import filters
 import policies
 import tables
@@ -24,36 +26,45 @@ ATTEMPTS = 3  # of a request's transaction: a stale cache or a deadlock is worth
 
 @dataclass(frozen=True)
 class Query:
-    """What a request asks of a table before the table is known: filter nodes and raw select/order."""
+    """What a request asks of a table before the table is known: filter nodes (an embedded
+    resource's among them, with their path), the select tree, raw order, and the order and paging
+    of embedded resources by path."""
 
     filters: list
     select: str | None = None
     order: str | None = None
+    tree: tuple = (filters.STAR,)
+    embedded: dict = field(default_factory=dict)
+
+    def embeds(self):
+        return any(isinstance(item, filters.EmbedItem) for item in self.tree)
 
     def columns(self):
-        """The names the request uses: if the cache lacks one, the table is reflected again."""
+        """The table's own names the request uses: if the cache lacks one, the table is reflected
+        again."""
         names = set()
         pending = list(self.filters)
         while pending:
             node = pending.pop()
             if isinstance(node, filters.Logic):
-                pending.extend(node.children)
-            else:
+                if not node.path:
+                    pending.extend(node.children)
+            elif "." not in node.column:
                 names.add(node.column)
-        for part in (self.select or "").split(","):
-            name = part.rpartition(":")[2].strip()
-            if name and name != "*":
-                names.add(name)
+        names.update(item.column for item in self.tree if isinstance(item, filters.SelectItem))
         for part in (self.order or "").split(","):
             names.add(part.split(".")[0].strip())
         names.discard("")
+        names.discard("*")
         return names
 
 
 def query(pairs, select=None, order=None):
-    """The Query of a query string's (key, value) pairs; a 400 when a filter does not parse."""
+    """The Query of a query string's (key, value) pairs; a 400 when a filter or select does not parse."""
+    pairs = list(pairs)
     try:
-        return Query(filters.parse_filters(pairs), select, order)
+        tree = filters.parse_select_tree(select)
+        return Query(filters.parse_filters(pairs), select, order, tree, filters.parse_embedded(pairs))
     except filters.FilterError as exc:
         raise client_error(exc) from None
 
@@ -119,6 +130,7 @@ class Access:
     action: policies.Grant  # the operation asked for
     read: policies.Grant | None = None  # reading the rows back (return=representation)
     merge: policies.Grant | None = None  # updating the rows an upsert finds (merge-duplicates)
+    who: object = None  # the caller's gateway.Identity: embedded tables are authorized for it
 
 
 def permit(name, operation, who, prefer=None):
@@ -132,7 +144,7 @@ def permit(name, operation, who, prefer=None):
     merge = None
     if operation == "insert" and prefer.resolution == "merge-duplicates":
         merge = policies.authorize(policy, "update", who)
-    return Access(action, read, merge)
+    return Access(action, read, merge, who)
 
 
 # --- the four operations
@@ -144,21 +156,34 @@ def read(name, access, request):
 
 
 def insert(name, access, write):
+    _check_not_embedded(write)
     return _transaction(name, access, write.columns(), _create, write, commit=True)
 
 
 def update(name, access, write):
+    _check_not_embedded(write)
     return _transaction(name, access, write.columns(), _modify, write, commit=True)
 
 
 def delete(name, access, write):
+    _check_not_embedded(write)
     return _transaction(name, access, write.columns(), _remove, write, commit=True)
+
+
+def _check_not_embedded(write):
+    """Embedded resources shape a read; on a write their select, filters and paging are a 400."""
+    if write.query.embeds() or write.query.embedded or _scoped(write.query.filters):
+        raise client_error(
+            filters.FilterError("embedded resources are not supported on writes: read the rows back with GET")
+        )
 
 
 # --- the work, on the reflected table
 
 
 def _select(table, access, request):
+    if request.query.embeds() or request.query.embedded or _scoped(request.query.filters):
+        return _select_embedded(table, access, request)
     items = filters.parse_select(request.query.select, table)
     where = tables.condition(request.query.filters, table, access.action)
     order = tables.ordering(request.query.order, table)
@@ -167,6 +192,24 @@ def _select(table, access, request):
         found = tables.select_rows(table, items, where, order, request.offset, request.limit)
     total = tables.count(table, where) if request.count else None
     return _page(request.media, items, found, total)
+
+
+def _scoped(nodes):
+    """Whether a filter names an embedded resource."""
+    return any(
+        getattr(node, "path", ()) or (isinstance(node, filters.Condition) and "." in node.column)
+        for node in nodes
+    )
+
+
+def _select_embedded(table, access, request):
+    order = tables.ordering(request.query.order, table)
+    level = embeds.plan(table.name, table, request.query, access.who, access.action, order)
+    found = []
+    if request.limit != 0:
+        found = embeds.read(level, request.offset, request.limit)
+    total = tables.count(table, level.where) if request.count else None
+    return dataclasses.replace(_page(request.media, [], found, total), names=level.names())
 
 
 def _create(table, access, write):

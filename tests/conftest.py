@@ -200,3 +200,20 @@ def live_server(app):
     thread.start()
     yield f"http://127.0.0.1:{server.effective_port}"
     stop_waitress(server, thread)
+
+
+JS_DIR = Path(__file__).resolve().parent / "js"
+
+
+@pytest.fixture(scope="session")
+def node_modules():
+    """supabase-js as tests/js/package-lock.json pins it, installed once per run; the test is skipped
+    where node and npm are not installed."""
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        pytest.skip("node and npm are not installed")
+    if not (JS_DIR / "node_modules" / "@supabase" / "supabase-js").exists():
+        done = subprocess.run(
+            ["npm", "ci", "--no-audit", "--no-fund"], cwd=JS_DIR, capture_output=True, text=True, timeout=600
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+    return JS_DIR / "node_modules"

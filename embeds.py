@@ -1,0 +1,399 @@
+"""Embedding related rows in a read (`select=*,author:users(username),comments(*)`), as PostgREST
+does: which relationship an embed means, who may read it, and the queries that fetch it.
+
+Relationships are the foreign keys tables.py found when it reflected a table, declared in the
+database or in tables.toml's `references`: many-to-one (an object or null), one-to-one (the same,
+when the key is also unique on the other side), one-to-many (an array) and many-to-many through a
+junction table whose primary key (or one unique key) holds a foreign key to each side.
+
+An embedded table is read under its own `select` rule, as a direct read would be: a table tables.toml
+does not list does not exist (no relationship), a rule that refuses the caller is a 401/403, and an
+owner rule embeds the caller's rows only. Each embed level is one query over all the parent rows
+(`IN` over their keys, KEY_CHUNK at a time), never one per row; `!inner` is an EXISTS in the
+parent's WHERE, so paging and counting see only the parents that remain."""
+
+from dataclasses import dataclass, field
+
+import sqlalchemy as sa
+
+import filters
+import policies
+import tables
+from errors import APIError, Rest
+from filters import EmbedItem, FilterError, SelectItem
+from values import json_value
+
+
+@dataclass(frozen=True)
+class Relationship:
+    """How rows of `target` relate to a parent's rows: the parent's `parent_columns` equal the
+    child's `child_columns`, or, through a junction, the junction's `child_columns`, whose row also
+    holds the target's `target_keys` in its `junction_keys`."""
+
+    target: str
+    many: bool
+    parent_columns: tuple
+    child_columns: tuple
+    junction: str | None = None
+    junction_keys: tuple = ()
+    target_keys: tuple = ()
+    names: frozenset = frozenset()  # what a hint may name: the constraint, its columns, the junction
+    label: str = ""  # the hint that picks it, for the 300 listing the choices
+
+    @property
+    def kind(self):
+        if self.junction:
+            return "many-to-many"
+        return "one-to-many" if self.many else "many-to-one"
+
+
+@dataclass
+class Level:
+    """One table of the embed tree, resolved: what it outputs, the embeds under it, its WHERE (the
+    filters on it, its owner rule, its `!inner` embeds), order and paging."""
+
+    table: sa.FromClause
+    outputs: list  # SelectItem and Child, in the order asked
+    where: object = None
+    order: list = field(default_factory=list)
+    limit: int | None = None
+    offset: int = 0
+
+    @property
+    def children(self):
+        return [output for output in self.outputs if isinstance(output, Child)]
+
+    def needed(self):
+        """The columns a query on this level fetches: the ones shown, and the keys its embeds join on."""
+        names = [item.column for item in self.outputs if isinstance(item, SelectItem)]
+        for child in self.children:
+            names += child.relationship.parent_columns
+        return list(dict.fromkeys(names))
+
+    def names(self):
+        """The keys of this level's objects, spread embeds' keys included."""
+        found = []
+        for output in self.outputs:
+            if isinstance(output, SelectItem):
+                found.append(output.alias)
+            elif output.spread:
+                found += output.level.names()
+            elif output.shown:
+                found.append(output.alias)
+        return found
+
+
+@dataclass
+class Child:
+    """An embed under a Level: its relationship, its own Level, and how it shows."""
+
+    alias: str
+    relationship: Relationship
+    level: Level
+    inner: bool
+    spread: bool
+    shown: bool  # an empty `table()` filters with !inner but adds no key
+    junction: sa.FromClause | None = None
+    junction_where: object = None  # the junction table's owner rule
+
+    def exists(self, parent):
+        """EXISTS (a matching row of this embed) for the parent row of table `parent`."""
+        relationship, table = self.relationship, self.level.table
+        source, link = self._source(), []
+        holder = table if self.junction is None else self.junction
+        for parent_column, child_column in zip(
+            relationship.parent_columns, relationship.child_columns, strict=True
+        ):
+            link.append(holder.c[child_column] == parent.c[parent_column])
+        where = [*link, *_present(self.level.where), *_present(self.junction_where)]
+        return sa.exists(sa.select(sa.literal(1)).select_from(source).where(*where))
+
+    def _source(self):
+        if self.junction is None:
+            return self.level.table
+        pairs = zip(self.relationship.junction_keys, self.relationship.target_keys, strict=True)
+        return self.level.table.join(
+            self.junction, sa.and_(*(self.junction.c[j] == self.level.table.c[t] for j, t in pairs))
+        )
+
+    def fetch(self, keys):
+        """The rows of this embed for the parents' `keys` (tuples of parent_columns' values), as
+        (key, row) pairs in order; a row is a tuple of self.level.needed()'s values."""
+        level, relationship = self.level, self.relationship
+        holder = level.table if self.junction is None else self.junction
+        key_columns = [holder.c[name] for name in relationship.child_columns]
+        columns = [level.table.c[name] for name in level.needed()]
+        labeled = [column.label(f"c{i}") for i, column in enumerate([*columns, *key_columns])]
+        found = []
+        for start in range(0, len(keys), tables.KEY_CHUNK):
+            where = [
+                tables.key_condition(key_columns, keys[start : start + tables.KEY_CHUNK]),
+                *_present(level.where),
+                *_present(self.junction_where),
+            ]
+            statement = sa.select(*labeled).select_from(self._source()).where(*where)
+            if relationship.many and (level.limit is not None or level.offset):
+                statement = self._paged(statement, key_columns, len(labeled))
+            else:
+                statement = statement.order_by(*level.order)
+            for row in tables.execute(statement):
+                found.append((tuple(row[len(columns) :]), tuple(row[: len(columns)])))
+        return found
+
+    def _paged(self, statement, key_columns, width):
+        """Each parent's page of rows: ROW_NUMBER() over the parent's key, in the embed's order."""
+        level = self.level
+        number = sa.func.row_number().over(partition_by=key_columns, order_by=level.order)
+        numbered = statement.add_columns(number.label("n")).subquery("paged")
+        page = numbered.c.n > level.offset
+        if level.limit is not None:
+            page = sa.and_(page, numbered.c.n <= level.offset + level.limit)
+        return sa.select(*(numbered.c[f"c{i}"] for i in range(width))).where(page).order_by(numbered.c.n)
+
+
+def _present(clause):
+    return [] if clause is None else [clause]
+
+
+# --- planning: the select tree against the tables
+
+
+class Planner:
+    """Resolves a Query's select tree from its table down: relationships, grants, filters, order."""
+
+    def __init__(self, query, who):
+        self.query = query
+        self.who = who
+        self.scopes = filters.scoped(query.filters)
+        self.used = {()}
+        self.count = 0  # embeds so far: each gets its own alias, so a table may embed itself
+
+    def plan(self, name, table, grant, order):
+        """The top Level: the table itself under the request's grant and order."""
+        level = self._level(name, table, self.query.tree, ())
+        level.where = _all(level.where, grant.condition(table))
+        level.order = order
+        unknown = sorted((set(self.scopes) | set(self.query.embedded)) - self.used)
+        if unknown:
+            raise FilterError(
+                f"{'.'.join(unknown[0])!r} is not an embedded resource of this request",
+                hint="filter, order and page an embed by its alias (or table name) in select",
+            )
+        return level
+
+    def _level(self, name, table, items, path):
+        outputs = []
+        for item in items:
+            if isinstance(item, EmbedItem):
+                outputs.append(self._child(name, table, item, (*path, item.alias)))
+            else:
+                outputs += filters.resolve_select([item], table)
+        nodes = self.scopes.get(path, [])
+        where = filters.where_clause(nodes, table, tables.dialect()) if nodes else None
+        inner = [output.exists(table) for output in outputs if isinstance(output, Child) and output.inner]
+        return Level(table, outputs, _all(where, *inner))
+
+    def _child(self, parent_name, parent, item, path):
+        self.used.add(path)
+        policy = policies.policies().get(item.table)
+        asked = [i.column for i in item.items if isinstance(i, SelectItem) and i is not filters.STAR]
+        target = tables.reflected_or_none(item.table, asked) if policy is not None else None
+        relationship = _relationship(parent_name, parent, item, target)
+        if item.spread and relationship.many:
+            raise APIError(
+                400,
+                Rest.BAD_QUERY,
+                f"'{item.table}' cannot be spread: it is not a to-one relationship of '{parent_name}'",
+                hint="spread (...) applies to many-to-one and one-to-one embeds",
+            )
+        grant = policies.authorize(policy, "select", self.who)
+        self.count += 1
+        alias = target.alias(f"e{self.count}")
+        level = self._level(item.table, alias, item.items, path)
+        level.where = _all(level.where, grant.condition(alias))
+        settings = self.query.embedded.get(path, filters.Embedded())
+        level.order = tables.ordering(settings.order, alias)
+        level.limit, level.offset = settings.limit, settings.offset
+        child = Child(item.alias, relationship, level, item.inner, item.spread, bool(item.items))
+        if relationship.junction is not None:
+            junction_policy = policies.policies()[relationship.junction]
+            junction_grant = policies.authorize(junction_policy, "select", self.who)
+            child.junction = tables.reflected(relationship.junction).alias(f"j{self.count}")
+            child.junction_where = junction_grant.condition(child.junction)
+        return child
+
+
+def _all(*clauses):
+    """The AND of the clauses that are not None; None when none is."""
+    present = [clause for clause in clauses if clause is not None]
+    if not present:
+        return None
+    return present[0] if len(present) == 1 else sa.and_(*present)
+
+
+def plan(name, table, query, who, grant, order):
+    """The Level tree of a read: the table `name` and, under it, each embed of the query's select."""
+    return Planner(query, who).plan(name, table, grant, order)
+
+
+# --- relationships
+
+
+def _relationship(parent_name, parent, item, target):
+    """The one relationship `item` names between the parent table and item.table: a 400 when there
+    is none (or the table does not exist for the API), a 300 when several fit and no hint picks one."""
+    found = [] if target is None else candidates(parent_name, parent, item.table, target)
+    if item.hint is not None:
+        found = [r for r in found if item.hint in r.names]
+    if not found:
+        hinted = f" with the hint '{item.hint}'" if item.hint else ""
+        raise APIError(
+            400,
+            Rest.NO_RELATIONSHIP,
+            f"Could not find a relationship between '{parent_name}' and '{item.table}'{hinted}",
+            hint="Embedding follows foreign keys (or references in tables.toml) between exposed tables",
+        )
+    if len(found) > 1:
+        choices = ", ".join(f"'{r.label}'" for r in found)
+        raise APIError(
+            300,
+            Rest.AMBIGUOUS_RELATIONSHIP,
+            f"Could not embed because more than one relationship was found for '{parent_name}' and "
+            f"'{item.table}'",
+            hint=f"Try changing '{item.table}' to one of the following: {choices}",
+            details="; ".join(f"{r.label}: {r.kind}" for r in found),
+        )
+    return found[0]
+
+
+def candidates(parent_name, parent, target_name, target):
+    """Every relationship between the two tables: the parent's keys to the target, the target's keys
+    to the parent, and junctions between them."""
+    found = []
+    for reference in tables.references(parent):
+        if reference.target == target_name and all(c in target.c for c in reference.target_columns):
+            found.append(
+                Relationship(
+                    target_name,
+                    False,
+                    reference.columns,
+                    reference.target_columns,
+                    names=_names(reference),
+                    label=f"{target_name}!{_hint(reference)}",
+                )
+            )
+    for reference in tables.references(target):
+        if reference.target == parent_name and all(c in parent.c for c in reference.target_columns):
+            unique = frozenset(reference.columns) in tables.unique_sets(target)
+            found.append(
+                Relationship(
+                    target_name,
+                    not unique,
+                    reference.target_columns,
+                    reference.columns,
+                    names=_names(reference),
+                    label=f"{target_name}!{_hint(reference)}",
+                )
+            )
+    return found + _through_junctions(parent_name, parent, target_name, target)
+
+
+def _through_junctions(parent_name, parent, target_name, target):
+    found = []
+    for name in policies.policies():
+        if name in (parent_name, target_name):
+            continue
+        junction = tables.reflected_or_none(name)
+        if junction is None:
+            continue
+        keys = [set(key) for key in tables.unique_sets(junction)]
+        to_parent = [r for r in tables.references(junction) if r.target == parent_name]
+        to_target = [r for r in tables.references(junction) if r.target == target_name]
+        for left in to_parent:
+            for right in to_target:
+                joined = set(left.columns) | set(right.columns)
+                if left is right or not any(joined <= key for key in keys):
+                    continue
+                if not all(c in parent.c for c in left.target_columns):
+                    continue
+                if not all(c in target.c for c in right.target_columns):
+                    continue
+                found.append(
+                    Relationship(
+                        target_name,
+                        True,
+                        left.target_columns,
+                        left.columns,
+                        name,
+                        right.columns,
+                        right.target_columns,
+                        frozenset({name} | {r.name for r in (left, right) if r.name}),
+                        f"{target_name}!{name}",
+                    )
+                )
+    return found
+
+
+def _names(reference):
+    return frozenset({*reference.columns, *([reference.name] if reference.name else [])})
+
+
+def _hint(reference):
+    return reference.name or ",".join(reference.columns)
+
+
+# --- reading
+
+
+def read(level, offset, limit):
+    """The top level's rows, with their embeds, as JSON-ready dicts."""
+    needed = level.needed()
+    columns = [level.table.c[name] for name in needed]
+    statement = sa.select(*(c.label(f"c{i}") for i, c in enumerate(columns)))
+    if level.where is not None:
+        statement = statement.where(level.where)
+    statement = statement.order_by(*level.order)
+    if offset:
+        statement = statement.offset(offset)
+    if limit is not None:
+        statement = statement.limit(limit)
+    found = [tuple(row) for row in tables.execute(statement)]
+    return shape(level, found)
+
+
+def shape(level, found):
+    """Rows of `level` (tuples of level.needed()'s values) as dicts, their embeds fetched with one
+    query per embed for all of the rows."""
+    index = {name: i for i, name in enumerate(level.needed())}
+    embedded = {}
+    for child in level.children:
+        columns = [index[name] for name in child.relationship.parent_columns]
+        keys = {tuple(row[i] for i in columns) for row in found}
+        keys = [key for key in keys if None not in key]
+        fetched = child.fetch(keys) if keys else []
+        grouped = {}
+        for (key, _), shaped in zip(fetched, shape(child.level, [row for _, row in fetched]), strict=True):
+            grouped.setdefault(key, []).append(shaped)
+        embedded[id(child)] = (columns, grouped)
+    return [_object(level, row, index, embedded) for row in found]
+
+
+def _object(level, row, index, embedded):
+    result = {}
+    for output in level.outputs:
+        if isinstance(output, SelectItem):
+            result[output.alias] = json_value(level.table.c[output.column], row[index[output.column]])
+            continue
+        columns, shaped = embedded[id(output)]
+        matches = shaped.get(tuple(row[i] for i in columns), [])
+        if not output.shown:
+            continue
+        if output.spread:
+            first = matches[0] if matches else None
+            for name in output.level.names():
+                result[name] = None if first is None else first[name]
+        elif output.relationship.many:
+            result[output.alias] = matches
+        else:
+            result[output.alias] = matches[0] if matches else None
+    return result

@@ -1,0 +1,495 @@
+"""Embedding related rows, on both databases: every relationship kind, hints and their errors,
+`!inner`, spread, filters and paging inside an embed in both dialects, access rules that hold inside
+embeds as they do for a direct read, a statement count that does not grow with the rows, and the
+official Python client over a real waitress server."""
+
+import contextlib
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import httpx
+import pytest
+import sqlalchemy as sa
+
+from extensions import db
+from support import Api, assert_rest_error, serve_app
+
+TABLES = """
+[tables.users]
+select = "anon"
+columns = ["user_id", "username"]
+
+[tables.posts]
+select = "anon"
+insert = "anon"
+
+[tables.comments]
+select = "anon"
+
+[tables.post_stats]
+select = "anon"
+
+[tables.tags]
+select = "anon"
+
+[tables.post_tags]
+select = "anon"
+
+[tables.reviews]
+select = "anon"
+
+[tables.legacy]
+select = "anon"
+references = { poster = "users.user_id" }
+
+[tables.drafts]
+select = "owner"
+owner_column = "user_id"
+
+[tables.audit]
+select = "service_role"
+
+[tables.post_titles]
+select = "anon"
+primary_key = "id"
+references = { author_id = "users.user_id" }
+"""
+
+schema = sa.MetaData()
+sa.Table("users", schema, sa.Column("user_id", sa.Integer, primary_key=True))  # the app's own
+posts = sa.Table(
+    "posts",
+    schema,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("author_id", sa.Integer, sa.ForeignKey("users.user_id"), nullable=False),
+    sa.Column("title", sa.String(100), nullable=False),
+)
+comments = sa.Table(
+    "comments",
+    schema,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("post_id", sa.Integer, sa.ForeignKey("posts.id"), nullable=False),
+    sa.Column("user_id", sa.Integer, sa.ForeignKey("users.user_id"), nullable=False),
+    sa.Column("body", sa.String(100), nullable=False),
+)
+post_stats = sa.Table(  # one-to-one: its key is the foreign key
+    "post_stats",
+    schema,
+    sa.Column("post_id", sa.Integer, sa.ForeignKey("posts.id"), primary_key=True, autoincrement=False),
+    sa.Column("views", sa.Integer, nullable=False),
+)
+tags = sa.Table(
+    "tags",
+    schema,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("label", sa.String(20), nullable=False),
+)
+post_tags = sa.Table(  # the junction of a many-to-many
+    "post_tags",
+    schema,
+    sa.Column("post_id", sa.Integer, sa.ForeignKey("posts.id"), primary_key=True, autoincrement=False),
+    sa.Column("tag_id", sa.Integer, sa.ForeignKey("tags.id"), primary_key=True, autoincrement=False),
+)
+reviews = sa.Table(  # two keys to users: a hint must say which
+    "reviews",
+    schema,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("writer_id", sa.Integer, nullable=False),
+    sa.Column("reader_id", sa.Integer, nullable=False),
+    sa.ForeignKeyConstraint(["writer_id"], ["users.user_id"], name="reviews_writer_fk"),
+    sa.ForeignKeyConstraint(["reader_id"], ["users.user_id"], name="reviews_reader_fk"),
+)
+legacy = sa.Table(  # no declared key: tables.toml's references says where poster points
+    "legacy",
+    schema,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("poster", sa.Integer),
+    sa.Column("text", sa.String(50)),
+)
+drafts = sa.Table(  # read under the owner rule
+    "drafts",
+    schema,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("post_id", sa.Integer, sa.ForeignKey("posts.id"), nullable=False),
+    sa.Column("user_id", sa.Integer, nullable=False),
+    sa.Column("text", sa.String(50)),
+)
+audit = sa.Table(  # service_role only
+    "audit",
+    schema,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("post_id", sa.Integer, sa.ForeignKey("posts.id"), nullable=False),
+)
+hidden = sa.Table(  # not listed: it does not exist for the API
+    "hidden",
+    schema,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("post_id", sa.Integer, sa.ForeignKey("posts.id"), nullable=False),
+)
+SEED = [
+    (posts, [(1, 1, "Hello"), (2, 1, "Second"), (3, 2, "Bob's")]),
+    (comments, [(1, 1, 2, "nice"), (2, 1, 3, "great xx"), (3, 1, 1, "thanks"), (4, 3, 1, "hi bob")]),
+    (post_stats, [(1, 100), (3, 7)]),
+    (tags, [(1, "news"), (2, "tech"), (3, "misc")]),
+    (post_tags, [(1, 1), (1, 2), (3, 2)]),
+    (reviews, [(1, 1, 2)]),
+    (legacy, [(1, 2, "old"), (2, None, "orphan")]),
+    (drafts, [(1, 1, 1, "ann's draft"), (2, 1, 2, "bob's draft")]),
+    (audit, [(1, 1)]),
+    (hidden, [(1, 1)]),
+]
+
+
+class Blog:
+    """The app over the blog schema, its clients, and the signed-in users' tokens."""
+
+    def __init__(self, app, anon, service, engine, tokens):
+        self.app, self.anon, self.service, self.engine, self.tokens = app, anon, service, engine, tokens
+
+    def get(self, query, token=None, **kwargs):
+        response = self.anon.get(f"/rest/v1/{query}", token=token, **kwargs)
+        assert response.status_code in (200, 206), response.get_data(as_text=True)
+        return response.json
+
+
+@pytest.fixture
+def blog(make_app, database_url, tmp_path, anon_key, service_key):
+    config = tmp_path / "tables.toml"
+    config.write_text(TABLES)
+    app = make_app(TABLES_CONFIG=str(config))  # its migrations create the users table first
+    anon = Api(app, anon_key)
+    signed = [
+        anon.sign_up(f"{name}@example.com", username=name)["access_token"] for name in ("ann", "bob", "cid")
+    ]
+    engine = sa.create_engine(database_url)
+    schema.create_all(engine, tables=[table for table in schema.sorted_tables if table.name != "users"])
+    with engine.begin() as connection:
+        connection.execute(sa.text("CREATE VIEW post_titles AS SELECT id, author_id, title FROM posts"))
+        for table, rows in SEED:
+            names = [column.key for column in table.c]
+            connection.execute(table.insert(), [dict(zip(names, row, strict=True)) for row in rows])
+    yield Blog(
+        app, anon, Api(app, service_key), engine, dict(zip(("ann", "bob", "cid"), signed, strict=True))
+    )
+    engine.dispose()
+
+
+# --- the relationships
+
+
+def test_many_to_one_is_an_object_and_an_alias_renames_it(blog):
+    assert blog.get("posts?select=id,title,users(username)") == [
+        {"id": 1, "title": "Hello", "users": {"username": "ann"}},
+        {"id": 2, "title": "Second", "users": {"username": "ann"}},
+        {"id": 3, "title": "Bob's", "users": {"username": "bob"}},
+    ]
+    rows = blog.get("posts?select=*,author:users(username)&id=eq.3")
+    assert rows == [{"id": 3, "author_id": 2, "title": "Bob's", "author": {"username": "bob"}}]
+
+
+def test_one_to_many_is_an_array_empty_when_there_is_none(blog):
+    assert blog.get("users?select=username,posts(id,title)") == [
+        {"username": "ann", "posts": [{"id": 1, "title": "Hello"}, {"id": 2, "title": "Second"}]},
+        {"username": "bob", "posts": [{"id": 3, "title": "Bob's"}]},
+        {"username": "cid", "posts": []},
+    ]
+
+
+def test_one_to_one_is_an_object_or_null(blog):
+    rows = blog.get("posts?select=id,post_stats(views)")
+    assert [row["post_stats"] for row in rows] == [{"views": 100}, None, {"views": 7}]
+
+
+def test_many_to_many_goes_through_the_junction(blog):
+    rows = blog.get("posts?select=id,tags(label)")
+    assert [row["tags"] for row in rows] == [[{"label": "news"}, {"label": "tech"}], [], [{"label": "tech"}]]
+    rows = blog.get("tags?select=label,posts(id)")
+    assert [row["posts"] for row in rows] == [[{"id": 1}], [{"id": 1}, {"id": 3}], []]
+
+
+def test_references_in_tables_toml_relate_tables_without_keys_and_views(blog):
+    assert blog.get("legacy?select=text,users(username)") == [
+        {"text": "old", "users": {"username": "bob"}},
+        {"text": "orphan", "users": None},
+    ]
+    assert blog.get("users?select=username,legacy(text)&user_id=eq.2") == [
+        {"username": "bob", "legacy": [{"text": "old"}]}
+    ]
+    rows = blog.get("post_titles?select=title,author:users(username)&order=id.desc&limit=1")
+    assert rows == [{"title": "Bob's", "author": {"username": "bob"}}]
+
+
+def test_nesting_goes_four_levels_deep(blog):
+    rows = blog.get(
+        "users?select=username,posts(title,comments(body,users(username,posts(id))))"
+        "&user_id=eq.2&posts.comments.order=id"
+    )
+    assert rows == [
+        {
+            "username": "bob",
+            "posts": [
+                {
+                    "title": "Bob's",
+                    "comments": [
+                        {"body": "hi bob", "users": {"username": "ann", "posts": [{"id": 1}, {"id": 2}]}}
+                    ],
+                }
+            ],
+        }
+    ]
+    body = assert_rest_error(
+        blog.anon.get("/rest/v1/users?select=posts(comments(users(posts(comments(id)))))"), 400
+    )
+    assert "at most 4" in body["message"]
+
+
+# --- hints and their errors
+
+
+def test_two_keys_to_one_table_need_a_hint(blog):
+    response = blog.anon.get("/rest/v1/reviews?select=id,users(username)")
+    body = assert_rest_error(response, 300)
+    assert body["code"] == 300 or body["code"] == "PGRST201"
+    assert "'reviews' and 'users'" in body["message"]
+    assert "users!reviews_writer_fk" in body["hint"] and "users!reviews_reader_fk" in body["hint"]
+    rows = blog.get(
+        "reviews?select=writer:users!writer_id(username),reader:users!reviews_reader_fk(username)"
+    )
+    assert rows == [{"writer": {"username": "ann"}, "reader": {"username": "bob"}}]
+
+
+def test_no_relationship_is_a_400_naming_both_tables(blog):
+    for embed in ("tags(label)", "nowhere(id)", "hidden(id)", "users!nokey(username)"):
+        body = assert_rest_error(blog.anon.get(f"/rest/v1/comments?select=id,{embed}"), 400)
+        assert "'comments' and '" + embed.split("(")[0].split("!")[0] + "'" in body["message"], body
+
+
+def test_errors_in_an_embed_name_the_part(blog):
+    cases = {
+        "posts?select=id,users(password)": "password",
+        "posts?select=id,users(nope)": "nope",
+        "posts?select=id,users(username": "unbalanced",
+        "posts?select=id,...comments(body)": "spread",
+        "posts?select=id&comments.body=eq.x": "comments",
+        "posts?select=id,comments(id)&comments.limit=x": "comments.limit",
+        "posts?select=id,comments(id)&comments.title=eq.x": "title",
+    }
+    for query, part in cases.items():
+        body = assert_rest_error(blog.anon.get(f"/rest/v1/{query}"), 400)
+        assert part in body["message"], (query, body)
+
+
+# --- shaping embeds and parents
+
+
+def test_inner_keeps_only_parents_with_a_match_and_counts_them(blog):
+    response = blog.anon.get(
+        "/rest/v1/posts?select=id,post_stats!inner(views)", headers={"Prefer": "count=exact"}
+    )
+    assert [row["id"] for row in response.json] == [1, 3]
+    assert response.headers["Content-Range"] == "0-1/2"
+    rows = blog.get("posts?select=id,comments!inner(body)&comments.body=like.*xx*")
+    assert rows == [{"id": 1, "comments": [{"body": "great xx"}]}]
+    rows = blog.get("posts?select=id,comments()&comments.body=like.*bob*")  # empty: filters only
+    assert rows == [{"id": 1}, {"id": 2}, {"id": 3}]
+    assert blog.get("posts?select=id,comments!inner()&comments.body=like.*bob*") == [{"id": 3}]
+
+
+def test_spread_brings_a_to_one_embed_into_its_parent(blog):
+    rows = blog.get("posts?select=id,...users(author:username),...post_stats(views)")
+    assert rows == [
+        {"id": 1, "author": "ann", "views": 100},
+        {"id": 2, "author": "ann", "views": None},
+        {"id": 3, "author": "bob", "views": 7},
+    ]
+
+
+@pytest.mark.parametrize(
+    "dialect",
+    [
+        "posts.title=like.*ec*",
+        "posts.title.like=%25ec%25",  # %ec% as a URL carries it
+        "posts.or=(title.eq.Second,title.eq.Nope)",
+        "posts.title=not.in.(Hello,Bob's)",
+        'posts.title.not.in=[Hello,"Bob\'s"]',
+    ],
+)
+def test_filters_shape_embedded_rows_in_both_dialects(blog, dialect):
+    rows = blog.get(f"users?select=username,posts(title)&{dialect}")
+    assert rows == [
+        {"username": "ann", "posts": [{"title": "Second"}]},
+        {"username": "bob", "posts": []},
+        {"username": "cid", "posts": []},
+    ]
+
+
+def test_a_filtered_to_one_embed_is_null_and_the_parent_stays(blog):
+    rows = blog.get("posts?select=id,users(username)&users.username=eq.bob")
+    assert [row["users"] for row in rows] == [None, None, {"username": "bob"}]
+
+
+def test_order_limit_and_offset_apply_to_each_parents_embedded_rows(blog):
+    rows = blog.get("posts?select=id,comments(id)&comments.order=id.desc&comments.limit=2&id=lte.3")
+    assert [[c["id"] for c in row["comments"]] for row in rows] == [[3, 2], [], [4]]
+    rows = blog.get("posts?select=id,comments(id)&comments.offset=1&comments.limit=1")
+    assert [[c["id"] for c in row["comments"]] for row in rows] == [[2], [], []]
+
+
+def test_count_and_paging_are_of_the_parents(blog):
+    response = blog.anon.get(
+        "/rest/v1/users?select=username,posts(id)&limit=1&offset=1", headers={"Prefer": "count=exact"}
+    )
+    assert response.status_code == 206
+    assert response.json == [{"username": "bob", "posts": [{"id": 3}]}]
+    assert response.headers["Content-Range"] == "1-1/3"
+
+
+def test_one_object_and_csv_carry_the_embeds(blog):
+    response = blog.anon.get(
+        "/rest/v1/posts?select=id,author:users(username)&id=eq.1",
+        headers={"Accept": "application/vnd.pgrst.object+json"},
+    )
+    assert response.json == {"id": 1, "author": {"username": "ann"}}
+    response = blog.anon.get(
+        "/rest/v1/posts?select=id,author:users(username)&id=eq.1", headers={"Accept": "text/csv"}
+    )
+    assert response.get_data(as_text=True).splitlines() == ["id,author", '1,"{""username"": ""ann""}"']
+
+
+# --- access rules inside embeds
+
+
+def test_an_embedded_table_is_read_under_its_own_rule(blog):
+    assert_rest_error(blog.anon.get("/rest/v1/posts?select=id,audit(id)"), 401)
+    assert_rest_error(blog.anon.get("/rest/v1/posts?select=id,audit(id)", token=blog.tokens["ann"]), 403)
+    rows = blog.service.get("/rest/v1/posts?select=id,audit(id)&id=eq.1").json
+    assert rows == [{"id": 1, "audit": [{"id": 1}]}]
+    # nested, and inside !inner: the same refusal
+    assert_rest_error(blog.anon.get("/rest/v1/users?select=posts(audit!inner(id))"), 401)
+
+
+def test_an_owner_rule_embeds_the_callers_rows_only(blog):
+    assert_rest_error(blog.anon.get("/rest/v1/posts?select=id,drafts(text)"), 401)
+    for name, text in (("ann", "ann's draft"), ("bob", "bob's draft")):
+        rows = blog.get("posts?select=id,drafts(text)&id=eq.1", token=blog.tokens[name])
+        assert rows == [{"id": 1, "drafts": [{"text": text}]}]
+    assert blog.get("posts?select=id,drafts!inner(id)", token=blog.tokens["cid"]) == []
+    # a filter cannot reach another owner's rows either
+    assert blog.get("posts?select=id,drafts(text)&drafts.user_id=eq.2&id=eq.1", token=blog.tokens["ann"]) == [
+        {"id": 1, "drafts": []}
+    ]
+
+
+def test_an_embed_never_shows_a_column_the_table_does_not_expose(blog):
+    rows = blog.get("posts?select=id,users(*)&id=eq.1")
+    assert rows == [{"id": 1, "users": {"user_id": 1, "username": "ann"}}]
+    for query in ("users(email)", "users(password)", "users!inner(id)"):
+        assert_rest_error(blog.anon.get(f"/rest/v1/posts?select=id,{query}"), 400)
+    assert_rest_error(blog.anon.get("/rest/v1/posts?select=id,users(username)&users.password=like.*"), 400)
+
+
+def test_an_embed_on_a_write_is_a_400_and_writes_nothing(blog):
+    response = blog.anon.post(
+        "/rest/v1/posts?select=id,users(username)",
+        json={"id": 9, "author_id": 1, "title": "x"},
+        headers={"Prefer": "return=representation"},
+    )
+    assert "embedded" in assert_rest_error(response, 400)["message"]
+    assert blog.get("posts?id=eq.9") == []
+
+
+# --- no N+1
+
+
+def test_the_number_of_queries_does_not_grow_with_the_rows(blog):
+    with blog.engine.begin() as connection:
+        connection.execute(
+            posts.insert(), [{"id": n, "author_id": 1 + n % 3, "title": f"p{n}"} for n in range(4, 101)]
+        )
+        connection.execute(
+            comments.insert(), [{"post_id": n, "user_id": 1, "body": f"c{n}"} for n in range(4, 101)]
+        )
+    query = "posts?select=id,users(username),comments(body,users(username)),tags(label),post_stats(views)"
+    blog.get(query)  # the tables are reflected once, on first use
+    with blog.app.app_context():
+        engine = db.engine
+    statements = []
+
+    def record(connection, cursor, statement, *args):
+        statements.append(statement)
+
+    counts = {}
+    for parents in (1, 10, 100):
+        statements.clear()
+        sa.event.listen(engine, "before_cursor_execute", record)
+        try:
+            rows = blog.get(f"{query}&id=lte.{parents}")
+        finally:
+            sa.event.remove(engine, "before_cursor_execute", record)
+        assert len(rows) == parents and all(row["users"] for row in rows)
+        counts[parents] = len([s for s in statements if s.lstrip().upper().startswith("SELECT")])
+    assert counts[1] == counts[10] == counts[100] == 6, counts  # the posts, then one per embed
+
+
+# --- the official Python client, over HTTP
+
+
+def test_postgrest_py_embeds_over_waitress(blog, anon_key):
+    postgrest = pytest.importorskip("postgrest")
+    base, stop = serve_app(blog.app)
+    try:
+        with contextlib.closing(httpx.Client()) as http:
+            client = postgrest.SyncPostgrestClient(
+                f"{base}/rest/v1",
+                headers={"apikey": anon_key, "Authorization": f"Bearer {anon_key}"},
+                http_client=http,
+            )
+            rows = client.from_("posts").select("*, author:users(username)").eq("id", 3).execute().data
+            assert rows == [{"id": 3, "author_id": 2, "title": "Bob's", "author": {"username": "bob"}}]
+            rows = (
+                client.from_("users")
+                .select("username, posts!inner(title)")
+                .like("posts.title", "*ec*")
+                .execute()
+                .data
+            )
+            assert rows == [{"username": "ann", "posts": [{"title": "Second"}]}]
+    finally:
+        stop()
+
+
+def test_supabase_js_embeds_as_the_docs_show(blog, anon_key, node_modules):
+    js = node_modules.parent
+    base, stop = serve_app(blog.app)
+    try:
+        env = {**os.environ, "MINIBASE_URL": base, "ANON_KEY": anon_key}
+        done = subprocess.run(
+            ["node", "embed.mjs"], cwd=js, env=env, capture_output=True, text=True, timeout=120
+        )
+    finally:
+        stop()
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["posts"][0] == {
+        "id": 1,
+        "title": "Hello",
+        "author": {"username": "ann"},
+        "comments": [{"body": "nice"}, {"body": "great xx"}, {"body": "thanks"}],
+    }
+    assert out["filtered"] == [{"username": "ann", "posts": [{"title": "Second"}]}]
+    assert out["ambiguous"] == "PGRST201"
+    assert out["single"] == {"id": 3, "username": "bob"}
+
+
+def test_the_docs_embedding_examples_run_as_written(blog):
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "rest.md").read_text()
+    section = docs[docs.index("### Related rows") : docs.index("## 3. Write")]
+    queries = re.findall(r"localhost:8000/rest/v1/([^'\s]+)'", section)
+    queries += re.findall(r"`((?:posts|users)\?select=[^`]+)`", section)
+    assert len(queries) >= 4, queries
+    for query in queries:
+        response = blog.anon.get(f"/rest/v1/{query}")
+        assert response.status_code == 200, (query, response.json)
