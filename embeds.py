@@ -95,6 +95,11 @@ class Child:
     shown: bool  # an empty `table()` filters with !inner but adds no key
     junction: sa.FromClause | None = None
     junction_where: object = None  # the junction table's owner rule
+    count: str | None = None  # `comments(count)`: the key of each parent's count of rows, not rows
+
+    def empty(self):
+        """What a parent without a matching row shows: nothing, or a count of 0."""
+        return [] if self.count is None else [{self.count: 0}]
 
     def exists(self, parent):
         """EXISTS (a matching row of this embed) for the parent row of table `parent`."""
@@ -123,6 +128,8 @@ class Child:
         holder = level.table if self.junction is None else self.junction
         key_columns = [holder.c[name] for name in relationship.child_columns]
         columns = [level.table.c[name] for name in level.needed()]
+        if self.count is not None:
+            columns = [sa.func.count()]
         labeled = [column.label(f"c{i}") for i, column in enumerate([*columns, *key_columns])]
         found = []
         for start in range(0, len(keys), tables.KEY_CHUNK):
@@ -132,7 +139,9 @@ class Child:
                 *_present(self.junction_where),
             ]
             statement = sa.select(*labeled).select_from(self._source()).where(*where)
-            if relationship.many and (level.limit is not None or level.offset):
+            if self.count is not None:
+                statement = statement.group_by(*key_columns)
+            elif relationship.many and (level.limit is not None or level.offset):
                 statement = self._paged(statement, key_columns, len(labeled))
             else:
                 statement = statement.order_by(*level.order)
@@ -209,18 +218,30 @@ class Planner:
         grant = policies.authorize(policy, "select", self.who)
         self.count += 1
         alias = target.alias(f"e{self.count}")
-        level = self._level(item.table, alias, item.items, path)
+        counted = _counted(item, target)
+        level = self._level(item.table, alias, () if counted else item.items, path)
         level.where = _all(level.where, grant.condition(alias))
         settings = self.query.embedded.get(path, filters.Embedded())
         level.order = tables.ordering(settings.order, alias)
         level.limit, level.offset = settings.limit, settings.offset
-        child = Child(item.alias, relationship, level, item.inner, item.spread, bool(item.items))
+        child = Child(
+            item.alias, relationship, level, item.inner, item.spread, bool(item.items), count=counted
+        )
         if relationship.junction is not None:
             junction_policy = policies.policies()[relationship.junction]
             junction_grant = policies.authorize(junction_policy, "select", self.who)
             child.junction = tables.reflected(relationship.junction).alias(f"j{self.count}")
             child.junction_where = junction_grant.condition(child.junction)
         return child
+
+
+def _counted(item, target):
+    """`comments(count)` (or `comments(n:count)`) on a table without a count column: the alias of
+    each parent's count of rows; None for an embed of rows."""
+    if item.spread or len(item.items) != 1 or "count" in target.c:
+        return None
+    only = item.items[0]
+    return only.alias if isinstance(only, SelectItem) and only.column == "count" else None
 
 
 def _all(*clauses):
@@ -372,8 +393,12 @@ def shape(level, found):
         keys = [key for key in keys if None not in key]
         fetched = child.fetch(keys) if keys else []
         grouped = {}
-        for (key, _), shaped in zip(fetched, shape(child.level, [row for _, row in fetched]), strict=True):
-            grouped.setdefault(key, []).append(shaped)
+        if child.count is not None:
+            grouped = {key: [{child.count: row[0]}] for key, row in fetched}
+        else:
+            shaped = shape(child.level, [row for _, row in fetched])
+            for (key, _), one in zip(fetched, shaped, strict=True):
+                grouped.setdefault(key, []).append(one)
         embedded[id(child)] = (columns, grouped)
     return [_object(level, row, index, embedded) for row in found]
 
@@ -385,7 +410,7 @@ def _object(level, row, index, embedded):
             result[output.alias] = json_value(level.table.c[output.column], row[index[output.column]])
             continue
         columns, shaped = embedded[id(output)]
-        matches = shaped.get(tuple(row[i] for i in columns), [])
+        matches = shaped.get(tuple(row[i] for i in columns)) or output.empty()
         if not output.shown:
             continue
         if output.spread:

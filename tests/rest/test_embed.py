@@ -338,6 +338,17 @@ def test_order_limit_and_offset_apply_to_each_parents_embedded_rows(blog):
     assert [[c["id"] for c in row["comments"]] for row in rows] == [[2], [], []]
 
 
+def test_count_in_an_embed_counts_each_parents_rows_under_the_rules(blog):
+    rows = blog.get("posts?select=id,comments(count)")
+    assert [row["comments"] for row in rows] == [[{"count": 3}], [{"count": 0}], [{"count": 1}]]
+    rows = blog.get("users?select=username,posts(total:count)&posts.title=neq.Hello")
+    assert [row["posts"] for row in rows] == [[{"total": 1}], [{"total": 1}], [{"total": 0}]]
+    rows = blog.get("posts?select=id,drafts(count)&id=eq.1", token=blog.tokens["ann"])
+    assert rows == [{"id": 1, "drafts": [{"count": 1}]}]  # the caller's own draft, not bob's
+    assert blog.get("posts?select=id,tags(count)&id=eq.1") == [{"id": 1, "tags": [{"count": 2}]}]
+    assert_rest_error(blog.anon.get("/rest/v1/posts?select=id,audit(count)"), 401)
+
+
 def test_count_and_paging_are_of_the_parents(blog):
     response = blog.anon.get(
         "/rest/v1/users?select=username,posts(id)&limit=1&offset=1", headers={"Prefer": "count=exact"}
