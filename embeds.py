@@ -58,6 +58,7 @@ class Level:
     order: list = field(default_factory=list)
     limit: int | None = None
     offset: int = 0
+    hidden: list = field(default_factory=list)  # more columns to fetch: a write's primary key
 
     @property
     def children(self):
@@ -68,7 +69,7 @@ class Level:
         names = [item.column for item in self.outputs if isinstance(item, SelectItem)]
         for child in self.children:
             names += child.relationship.parent_columns
-        return list(dict.fromkeys(names))
+        return list(dict.fromkeys(names + self.hidden))
 
     def names(self):
         """The keys of this level's objects, spread embeds' keys included."""
@@ -366,8 +367,28 @@ def _hint(reference):
 # --- reading
 
 
+def read_keys(level, columns, keys):
+    """The top level's rows whose `columns` hold `keys`, in the order of `keys`, with their embeds:
+    the rows a write returns."""
+    level.hidden = list(columns)
+    found = {}
+    where = level.where
+    for start in range(0, len(keys), tables.KEY_CHUNK):
+        chunk = keys[start : start + tables.KEY_CHUNK]
+        level.where = _all(where, tables.key_condition([level.table.c[c] for c in columns], chunk))
+        index = [level.needed().index(column) for column in columns]
+        rows = _fetch_top(level, 0, None)
+        for row, shaped in zip(rows, shape(level, rows), strict=True):
+            found[tuple(row[i] for i in index)] = shaped
+    return [found[key] for key in keys if key in found]
+
+
 def read(level, offset, limit):
     """The top level's rows, with their embeds, as JSON-ready dicts."""
+    return shape(level, _fetch_top(level, offset, limit))
+
+
+def _fetch_top(level, offset, limit):
     needed = level.needed()
     columns = [level.table.c[name] for name in needed]
     statement = sa.select(*(c.label(f"c{i}") for i, c in enumerate(columns)))
@@ -378,8 +399,7 @@ def read(level, offset, limit):
         statement = statement.offset(offset)
     if limit is not None:
         statement = statement.limit(limit)
-    found = [tuple(row) for row in tables.execute(statement)]
-    return shape(level, found)
+    return [tuple(row) for row in tables.execute(statement)]
 
 
 def shape(level, found):

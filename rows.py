@@ -3,6 +3,7 @@ policies.py), the four operations, each in one transaction, and the errors a cli
 PostgREST's codes. Requests come in parsed; rows go out as JSON-ready dicts."""
 
 import dataclasses
+import functools
 import logging
 from dataclasses import dataclass, field
 
@@ -38,6 +39,10 @@ class Query:
 
     def embeds(self):
         return any(isinstance(item, filters.EmbedItem) for item in self.tree)
+
+    def embeds_only(self):
+        """This query without the table's own filters: what shapes the embeds of a write's rows."""
+        return dataclasses.replace(self, filters=[])
 
     def columns(self):
         """The table's own names the request uses: if the cache lacks one, the table is reflected
@@ -171,10 +176,14 @@ def delete(name, access, write):
 
 
 def _check_not_embedded(write):
-    """Embedded resources shape a read; on a write their select, filters and paging are a 400."""
-    if write.query.embeds() or write.query.embedded or _scoped(write.query.filters):
+    """A write's filters are the table's own: a filter on an embedded resource would not choose the
+    rows written, so it is a 400 rather than a write of more rows than meant."""
+    if _scoped(write.query.filters):
         raise client_error(
-            filters.FilterError("embedded resources are not supported on writes: read the rows back with GET")
+            filters.FilterError(
+                "filters on embedded resources are not supported on writes",
+                hint="filter the rows to write on the table's own columns",
+            )
         )
 
 
@@ -209,11 +218,35 @@ def _select_embedded(table, access, request):
     if request.limit != 0:
         found = embeds.read(level, request.offset, request.limit)
     total = tables.count(table, level.where) if request.count else None
-    return dataclasses.replace(_page(request.media, [], found, total), names=level.names())
+    return Page(_single(request.media, found), level.names(), total)
+
+
+def _embedded_reader(table, access, write):
+    """For a write that returns its rows with embeds (`select=*,author:users(username)` and
+    return=representation): a function of primary keys that reads those rows, embeds and all,
+    under the select grant, and the names of their keys. None for any other write."""
+    if write.prefer.returns != "representation" or not write.query.embeds():
+        return None
+    key = [column.key for column in tables.primary_key(table)]
+    if not key:
+        raise client_error(
+            filters.FilterError(f"table '{table.name}' has no primary key: its written rows cannot embed")
+        )
+    level = embeds.plan(table.name, table, write.query.embeds_only(), access.who, access.read, [])
+    return functools.partial(embeds.read_keys, level, key), level.names()
+
+
+def _items(table, write, reader):
+    """The columns a write returns: none when its rows come back with embeds (`reader`), or when it
+    returns nothing and its select embeds (then the select does not apply)."""
+    if reader is not None or (write.query.embeds() and write.prefer.returns != "representation"):
+        return []
+    return filters.parse_select(write.query.select, table)
 
 
 def _create(table, access, write):
-    items = filters.parse_select(write.query.select, table)
+    reader = _embedded_reader(table, access, write)
+    items = _items(table, write, reader)
     rows = _insert_values(table, write, access)
     target = write.on_conflict or [c.key for c in tables.primary_key(table)]
     if write.prefer.resolution is not None or write.on_conflict is not None:
@@ -225,6 +258,9 @@ def _create(table, access, write):
     if write.prefer.returns != "representation":
         names = [c.key for c in tables.primary_key(table)]
         return Page([], [], stored, keys=[dict(zip(names, key, strict=True)) for key in keys])
+    if reader is not None:
+        read, names = reader
+        return Page(_single(write.media, read(keys)), names, stored)
     if not tables.primary_key(table):
         return _page(write.media, items, tables.fetch_inserted(table, items, rows, access.read), stored)
     return _page(write.media, items, tables.fetch(table, items, keys, access.read), stored)
@@ -261,18 +297,27 @@ def _row_values(table, row):
 
 
 def _modify(table, access, write):
-    items = filters.parse_select(write.query.select, table)
+    reader = _embedded_reader(table, access, write)
+    items = _items(table, write, reader)
     values = _row_values(table, write.rows[0])
     access.action.check_owner(values)
     if write.prefer.returns != "representation":
         where = tables.condition(write.query.filters, table, access.action)
         return Page([], [], tables.update(table, values, where)[1])
     where = tables.condition(write.query.filters, table, access.action, access.read)
+    if reader is not None:
+        found, count = tables.update(table, values, where, read=reader[0])
+        return Page(_single(write.media, found), reader[1], count)
     return _page(write.media, items, *tables.update(table, values, where, items))
 
 
 def _remove(table, access, write):
-    items = filters.parse_select(write.query.select, table)
+    reader = _embedded_reader(table, access, write)
+    items = _items(table, write, reader)
+    if reader is not None:
+        where = tables.condition(write.query.filters, table, access.action, access.read)
+        found, count = tables.delete(table, where, read=reader[0])
+        return Page(_single(write.media, found), reader[1], count)
     if write.prefer.returns != "representation":
         return Page(
             [], [], tables.delete(table, tables.condition(write.query.filters, table, access.action))[1]
@@ -283,6 +328,11 @@ def _remove(table, access, write):
 
 def _page(media, items, found, total=None):
     """The rows to answer with; one object asked for means exactly one row, else a 406."""
+    return Page(_single(media, found), [item.alias for item in items], total)
+
+
+def _single(media, found):
+    """`found`, unless one object is asked for and there is not exactly one row: a 406."""
     if media == "object" and len(found) != 1:
         raise APIError(
             406,
@@ -290,7 +340,7 @@ def _page(media, items, found, total=None):
             "JSON object requested, multiple (or no) rows returned",
             details=f"The result contains {len(found)} rows",
         )
-    return Page(found, [item.alias for item in items], total)
+    return found
 
 
 # --- the transaction, and the errors a client caused

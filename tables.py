@@ -468,11 +468,12 @@ def _locked_keys(table, where):
     return [tuple(row) for row in db.session.execute(statement)]
 
 
-def update(table, values, where, items=None):
+def update(table, values, where, items=None, read=None):
     """UPDATE the rows `where` selects. Returns, with `items`, the changed rows as they are now
-    (else []), and how many rows the filters matched."""
+    (else []), and how many rows the filters matched. `read`, a function of primary keys that
+    returns rows, reads them back instead of `items` (a table with a primary key only)."""
     statement = sa.update(table).values(values)
-    if items is None:
+    if items is None and read is None:
         return [], db.session.execute(_where(statement, where)).rowcount
     columns = primary_key(table)
     if not columns:
@@ -487,24 +488,34 @@ def update(table, values, where, items=None):
         chunk = key_condition(columns, keys[start : start + KEY_CHUNK])
         db.session.execute(statement.where(sa.and_(chunk, *_also(where))))
     moved = [tuple(values.get(c.key, old) for c, old in zip(columns, key, strict=True)) for key in keys]
-    return fetch(table, items, moved), len(keys)
+    return (read(moved) if read is not None else fetch(table, items, moved)), len(keys)
 
 
-def delete(table, where, items=None):
+def delete(table, where, items=None, read=None):
     """DELETE the rows `where` selects. Returns, with `items`, the deleted rows as they were (else
-    []), and how many rows were deleted."""
+    []), and how many rows were deleted. `read`, a function of primary keys that returns rows,
+    reads them before they go instead of `items` (a table with a primary key only)."""
     key_columns = primary_key(table)
-    if items is None:
+    if items is None and read is None:
         return [], db.session.execute(_where(sa.delete(table), where)).rowcount
     lock_for_writing(table)
+    if read is not None:
+        keys = _locked_keys(table, where)
+        before = read(keys)
+        _delete_keys(table, where, keys)
+        return before, len(keys)
     if not key_columns:
         before = select_rows(table, items, where, lock=True)
         db.session.execute(_where(sa.delete(table), where))
         return before, len(before)
     columns = [*(table.c[item.column] for item in items), *key_columns]
     before = _rows(table, columns, where, order=key_columns, lock=True)
-    keys = [row[len(items) :] for row in before]
+    _delete_keys(table, where, [row[len(items) :] for row in before])
+    return [json_row(table, items, row) for row in before], len(before)
+
+
+def _delete_keys(table, where, keys):
+    key_columns = primary_key(table)
     for start in range(0, len(keys), KEY_CHUNK):
         chunk = key_condition(key_columns, keys[start : start + KEY_CHUNK])
         db.session.execute(sa.delete(table).where(sa.and_(chunk, *_also(where))))
-    return [json_row(table, items, row) for row in before], len(before)

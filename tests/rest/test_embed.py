@@ -402,14 +402,51 @@ def test_an_embed_never_shows_a_column_the_table_does_not_expose(blog):
     assert_rest_error(blog.anon.get("/rest/v1/posts?select=id,users(username)&users.password=like.*"), 400)
 
 
-def test_an_embed_on_a_write_is_a_400_and_writes_nothing(blog):
+def test_a_write_returns_its_rows_with_their_embeds(blog):
+    headers = {"Prefer": "return=representation"}
+    select = "select=id,title,author:users(username),comments(body)"
     response = blog.anon.post(
-        "/rest/v1/posts?select=id,users(username)",
-        json={"id": 9, "author_id": 1, "title": "x"},
-        headers={"Prefer": "return=representation"},
+        f"/rest/v1/posts?{select}",
+        json=[{"id": 9, "author_id": 2, "title": "new"}, {"id": 8, "author_id": 1, "title": "newer"}],
+        headers=headers,
+    )
+    assert response.status_code == 201, response.json
+    assert response.json == [
+        {"id": 9, "title": "new", "author": {"username": "bob"}, "comments": []},
+        {"id": 8, "title": "newer", "author": {"username": "ann"}, "comments": []},
+    ]
+    response = blog.service.patch(f"/rest/v1/posts?{select}&id=eq.1", json={"title": "Hi"}, headers=headers)
+    assert response.status_code == 200
+    assert response.json == [
+        {"id": 1, "title": "Hi", "author": {"username": "ann"},
+         "comments": [{"body": "nice"}, {"body": "great xx"}, {"body": "thanks"}]}
+    ]  # fmt: skip
+    response = blog.service.delete(
+        "/rest/v1/posts?select=id,...users(username)&id=eq.9",
+        headers={**headers, "Accept": "application/vnd.pgrst.object+json"},
+    )
+    assert response.status_code == 200 and response.json == {"id": 9, "username": "bob"}
+    assert blog.get("posts?id=in.(8,9)&select=id") == [{"id": 8}]
+    # without return=representation the select does not apply
+    response = blog.anon.post(
+        "/rest/v1/posts?select=id,users(username)", json={"id": 7, "author_id": 1, "title": "x"}
+    )
+    assert response.status_code == 201 and not response.get_data()
+
+
+def test_a_bad_embed_on_a_write_is_a_400_and_writes_nothing(blog):
+    headers = {"Prefer": "return=representation"}
+    for query in ("select=id,nowhere(id)", "select=id,audit(id)", "select=id,users(id)"):
+        response = blog.anon.post(
+            f"/rest/v1/posts?{query}", json={"id": 9, "author_id": 1, "title": "x"}, headers=headers
+        )
+        assert response.status_code in (400, 401), response.json
+    response = blog.service.patch(
+        "/rest/v1/posts?comments.body=eq.nice", json={"title": "all"}, headers=headers
     )
     assert "embedded" in assert_rest_error(response, 400)["message"]
     assert blog.get("posts?id=eq.9") == []
+    assert [row["title"] for row in blog.get("posts?select=title")] == ["Hello", "Second", "Bob's"]
 
 
 # --- no N+1
