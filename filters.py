@@ -39,6 +39,7 @@ _UNSUPPORTED_OPERATORS = frozenset(
     | {"match", "imatch", "isdistinct"}
 )
 _IS_VALUES = ("null", "true", "false")
+OPERATOR_NAMES = ("eq", "neq", "gt", "gte", "lt", "lte", "like", "ilike", "in", "is")
 _DIALECTS = {"sqlite": "sqlite", "mysql": "mysql", "mariadb": "mysql"}
 
 
@@ -228,7 +229,7 @@ def _condition(column: str, op: str, value: str | tuple[str, ...], negated: bool
 
 
 def _unknown_operator(op: str, where: str) -> FilterError:
-    hint = "operators: " + ", ".join(_OPERATOR_BUILDERS)
+    hint = "operators: " + ", ".join(OPERATOR_NAMES)
     if op in _UNSUPPORTED_OPERATORS:
         return FilterError(f'operator "{op}" is not supported ({where})', hint=hint)
     return FilterError(f"unknown operator {quoted(op)} in {where}", hint=hint)
@@ -416,14 +417,54 @@ def _read_tree_value(scanner: _Scanner) -> str:
 
 
 def where_clause(
-    nodes: Iterable[Condition | Logic], table: sa.Table, dialect: str
+    nodes: Iterable[Condition | Logic], table: sa.Table, dialect: str, named: bool = False
 ) -> ColumnElement[bool] | None:
-    """AND of all nodes with bound parameters; None when there are none."""
+    """AND of all nodes with bound parameters; None when there are none. `named`: the parameters
+    are called p0, p1, ... in the order of the conditions, so that the statement can run again
+    with the values of another request of the same shape (`parameters`)."""
     dialect = _dialect(dialect)
-    clauses = [_build(node, table, dialect, depth=1) for node in nodes]
+    counter = iter(range(MAX_CONDITIONS + 1)) if named else None
+    clauses = [_build(node, table, dialect, 1, counter) for node in nodes]
     if not clauses:
         return None
     return clauses[0] if len(clauses) == 1 else sa.and_(*clauses)
+
+
+def shape(nodes: Iterable[Condition | Logic]) -> tuple:
+    """What of the filters decides the SQL where_clause(named=True) builds: columns, operators,
+    negations, and the values that change the SQL rather than a parameter (is.null, an empty in)."""
+    found = []
+    for node in nodes:
+        if isinstance(node, Logic):
+            found.append((node.op, node.negated, node.path, shape(node.children)))
+        elif node.op == "is":
+            found.append((node.column, node.op, node.negated, str(node.value).lower()))
+        elif node.op == "in":
+            found.append((node.column, node.op, node.negated, bool(node.value)))
+        else:
+            found.append((node.column, node.op, node.negated))
+    return tuple(found)
+
+
+def parameters(nodes: Iterable[Condition | Logic], table: sa.Table, dialect: str) -> dict[str, object]:
+    """The values of where_clause(named=True)'s parameters for these nodes, converted and checked
+    as building the clause would (the same FilterErrors), without building it."""
+    dialect = _dialect(dialect)
+    found: dict[str, object] = {}
+    pending = list(reversed(list(nodes)))
+    number = 0
+    while pending:
+        node = pending.pop()
+        if isinstance(node, Logic):
+            pending.extend(reversed(node.children))
+            continue
+        column = _resolve_column(table, node.column, "filter")
+        operator_ = _operator(node)
+        value = operator_.convert(column, node.value, dialect)
+        if operator_.has_parameter(value):
+            found[f"p{number}"] = value
+        number += 1
+    return found
 
 
 def _dialect(name: str) -> str:
@@ -434,21 +475,36 @@ def _dialect(name: str) -> str:
         raise ValueError(f"unsupported SQL dialect {name!r}") from None
 
 
-def _build(node: Condition | Logic, table: sa.Table, dialect: str, depth: int) -> ColumnElement:
+def _build(node: Condition | Logic, table: sa.Table, dialect: str, depth: int, counter) -> ColumnElement:
     if isinstance(node, Logic):
-        expression = _build_logic(node, table, dialect, depth)
+        expression = _build_logic(node, table, dialect, depth, counter)
     elif isinstance(node, Condition):
         column = _resolve_column(table, node.column, "filter")
-        build = _OPERATOR_BUILDERS.get(node.op)
-        if build is None:
-            raise _unknown_operator(node.op, f"filter {quoted(node.column)}")
-        expression = build(column, node.value, dialect)
+        operator_ = _operator(node)
+        value = operator_.convert(column, node.value, dialect)
+        number = next(counter) if counter is not None else None
+        if operator_.has_parameter(value):
+            expanding = operator_.op == "in"
+            if number is None:
+                value = sa.bindparam(None, value, type_=operator_.type(column), expanding=expanding)
+            else:  # no value of its own: each execution must pass one (`parameters`), never a stale one
+                value = sa.bindparam(
+                    f"p{number}", type_=operator_.type(column), expanding=expanding, required=True
+                )
+        expression = operator_.express(column, value, dialect)
     else:
         raise TypeError(f"not a filter node: {node!r}")
     return sa.not_(expression) if node.negated else expression
 
 
-def _build_logic(node: Logic, table: sa.Table, dialect: str, depth: int) -> ColumnElement:
+def _operator(node: Condition) -> _Operator:
+    found = _OPERATORS.get(node.op)
+    if found is None:
+        raise _unknown_operator(node.op, f"filter {quoted(node.column)}")
+    return found
+
+
+def _build_logic(node: Logic, table: sa.Table, dialect: str, depth: int, counter) -> ColumnElement:
     if depth > MAX_DEPTH:
         raise FilterError(f"filter is nested too deeply (at most {MAX_DEPTH} levels)")
     combine = {"and": sa.and_, "or": sa.or_}.get(node.op)
@@ -456,7 +512,7 @@ def _build_logic(node: Logic, table: sa.Table, dialect: str, depth: int) -> Colu
         raise FilterError(f"unknown logic operator {quoted(node.op)}")
     if not node.children:
         raise FilterError(f'empty "{node.op}" filter')
-    return combine(*(_build(child, table, dialect, depth + 1) for child in node.children))
+    return combine(*(_build(child, table, dialect, depth + 1, counter) for child in node.children))
 
 
 def _resolve_column(table: sa.Table, name: str, where: str) -> sa.Column:
@@ -482,13 +538,26 @@ def _single(value: object, column: sa.Column) -> str:
     return value
 
 
-def _comparison(compare: Callable) -> Callable:
-    def build(column: sa.Column, value: object, dialect: str) -> ColumnElement:
-        # An explicit bind: SQLAlchemy refuses `column > False` with a bare Python boolean.
-        converted = _converted(column, _single(value, column))
-        return compare(column, sa.bindparam(None, converted, type_=column.type))
+@dataclass(frozen=True)
+class _Operator:
+    """One filter operator: `convert` checks a raw value and makes it the bound parameter's value
+    (or, for "is", the word that picks the SQL); `express` builds the expression around it (a
+    bindparam, or the raw value when there is no parameter)."""
 
-    return build
+    op: str
+    convert: Callable[[sa.Column, object, str], object]
+    express: Callable[[sa.Column, object, str], ColumnElement]
+    text: bool = False  # the parameter is text (a pattern), not a value of the column's type
+
+    def has_parameter(self, value: object) -> bool:
+        return self.op != "is" and not (self.op == "in" and not value)
+
+    def type(self, column: sa.Column) -> sa.types.TypeEngine:
+        return sa.String() if self.text else column.type
+
+
+def _convert_single(column: sa.Column, raw: object, dialect: str) -> object:
+    return _converted(column, _single(raw, column))
 
 
 def _converted(column: sa.Column, raw: str) -> object:
@@ -498,37 +567,51 @@ def _converted(column: sa.Column, raw: str) -> object:
         raise FilterError(str(exc), exc.hint, kind="value") from None
 
 
-def _build_in(column: sa.Column, values: object, dialect: str) -> ColumnElement:
+def _convert_in(column: sa.Column, values: object, dialect: str) -> list:
     if not isinstance(values, tuple | list):
         raise FilterError(f'"in" needs a list of values for column {quoted(column.key)}')
-    if not values:
-        return sa.false()
-    return column.in_([_converted(column, value) for value in values])
+    return [_converted(column, value) for value in values]
 
 
-def _build_is(column: sa.Column, value: object, dialect: str) -> ColumnElement:
+def _express_in(column: sa.Column, parameter: object, dialect: str) -> ColumnElement:
+    return sa.false() if isinstance(parameter, list) else column.in_(parameter)
+
+
+def _convert_is(column: sa.Column, value: object, dialect: str) -> str:
     word = _single(value, column).lower()
-    if word == "null":
-        return column.is_(None)
     if word not in _IS_VALUES:
         raise FilterError(f'invalid value {quoted(word)} for "is"', hint="use null, true or false")
-    if not is_booleanish(column.type):
+    if word != "null" and not is_booleanish(column.type):
         raise FilterError(f'"is.{word}" needs a boolean column; {quoted(column.key)} is not one')
+    return word
+
+
+def _express_is(column: sa.Column, word: object, dialect: str) -> ColumnElement:
+    if word == "null":
+        return column.is_(None)
     return column.is_(sa.true() if word == "true" else sa.false())
 
 
-def _build_like(column: sa.Column, value: object, dialect: str) -> ColumnElement:
+def _convert_like(column: sa.Column, value: object, dialect: str) -> str:
     pattern = _single(value, column)
+    # SQLite's LIKE ignores case; GLOB is its case-sensitive matcher, with patterns of its own.
+    return _glob_pattern(pattern) if dialect == "sqlite" else _like_pattern(pattern)
+
+
+def _express_like(column: sa.Column, pattern: object, dialect: str) -> ColumnElement:
     text = _as_text(column, dialect)
     if dialect == "sqlite":
-        # SQLite's LIKE ignores case; GLOB is its case-sensitive matcher.
-        return text.op("GLOB", is_comparison=True)(_glob_pattern(pattern))
+        return text.op("GLOB", is_comparison=True)(pattern)
     # Binary collation: case- and accent-sensitive whatever the column's own collation.
-    return text.collate("utf8mb4_bin").like(_like_pattern(pattern))
+    return text.collate("utf8mb4_bin").like(pattern)
 
 
-def _build_ilike(column: sa.Column, value: object, dialect: str) -> ColumnElement:
-    pattern = sa.func.lower(sa.literal(_like_pattern(_single(value, column)), sa.String()))
+def _convert_ilike(column: sa.Column, value: object, dialect: str) -> str:
+    return _like_pattern(_single(value, column))
+
+
+def _express_ilike(column: sa.Column, pattern: object, dialect: str) -> ColumnElement:
+    pattern = sa.func.lower(pattern)
     lowered = sa.func.lower(_as_text(column, dialect))
     if dialect == "sqlite":
         return lowered.like(pattern, escape="\\")
@@ -543,19 +626,24 @@ def _as_text(column: sa.Column, dialect: str) -> ColumnElement:
     return column if python_type(column.type) is str else sa.cast(column, sa.String())
 
 
-_OPERATOR_BUILDERS: dict[str, Callable[[sa.Column, object, str], ColumnElement]] = {
-    "eq": _comparison(operator.eq),
-    "neq": _comparison(operator.ne),
-    "gt": _comparison(operator.gt),
-    "gte": _comparison(operator.ge),
-    "lt": _comparison(operator.lt),
-    "lte": _comparison(operator.le),
-    "like": _build_like,
-    "ilike": _build_ilike,
-    "in": _build_in,
-    "is": _build_is,
+def _comparison(op: str, compare: Callable) -> _Operator:
+    # Always a bindparam: SQLAlchemy refuses `column > False` with a bare Python boolean.
+    return _Operator(op, _convert_single, lambda column, parameter, dialect: compare(column, parameter))
+
+
+_OPERATORS: dict[str, _Operator] = {
+    "eq": _comparison("eq", operator.eq),
+    "neq": _comparison("neq", operator.ne),
+    "gt": _comparison("gt", operator.gt),
+    "gte": _comparison("gte", operator.ge),
+    "lt": _comparison("lt", operator.lt),
+    "lte": _comparison("lte", operator.le),
+    "like": _Operator("like", _convert_like, _express_like, text=True),
+    "ilike": _Operator("ilike", _convert_ilike, _express_ilike, text=True),
+    "in": _Operator("in", _convert_in, _express_in),
+    "is": _Operator("is", _convert_is, _express_is),
 }
-OPERATORS = frozenset(_OPERATOR_BUILDERS)
+OPERATORS = frozenset(_OPERATORS)
 
 
 # ---------------------------------------------------------------------------
