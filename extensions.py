@@ -1,6 +1,7 @@
 """The Flask extension objects, created once and bound to an app in create_app."""
 
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from flask import current_app, request
@@ -17,11 +18,13 @@ class Base(DeclarativeBase):
 
 @dataclass
 class Schema:
-    """The reflected exposed tables, and when each name was last looked up."""
+    """The reflected exposed tables, when each name was last looked up, and the prepared plans of
+    reads (tables.read_plan), most recently used last."""
 
     tables: dict = field(default_factory=dict)
     checked: dict = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    plans: OrderedDict = field(default_factory=OrderedDict)
 
 
 @dataclass

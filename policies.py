@@ -42,11 +42,16 @@ class Grant:
     policy: Policy
     owner_id: int | None = None
 
-    def condition(self, table):
-        """The WHERE condition that keeps an owner to their rows, or None."""
+    def condition(self, table, named=False):
+        """The WHERE condition that keeps an owner to their rows, or None. `named`: the owner's id
+        is the parameter "owner", with no value of its own, for a plan that any owner's request
+        runs with their own id."""
         if self.owner_id is None:
             return None
-        return table.c[self.policy.owner_column] == self.owner_id
+        column = table.c[self.policy.owner_column]
+        if named:
+            return column == sa.bindparam("owner", type_=column.type, required=True)
+        return column == self.owner_id
 
     def owns(self, value):
         """Whether an owner_column value names the granted owner (always true without an owner rule)."""

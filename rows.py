@@ -15,7 +15,7 @@ import policies
 import tables
 from errors import APIError, Rest
 from extensions import db
-from values import BadValue, body_value
+from values import BadValue, body_value, json_row
 
 log = logging.getLogger("minibase")
 
@@ -193,14 +193,12 @@ def _check_not_embedded(write):
 def _select(table, access, request):
     if request.query.embeds() or request.query.embedded or _scoped(request.query.filters):
         return _select_embedded(table, access, request)
-    items = filters.parse_select(request.query.select, table)
-    where = tables.condition(request.query.filters, table, access.action)
-    order = tables.ordering(request.query.order, table)
+    plan, values = tables.read_plan(table, request.query, access.action, request.offset, request.limit)
     found = []
     if request.limit != 0:
-        found = tables.select_rows(table, items, where, order, request.offset, request.limit)
-    total = tables.count(table, where) if request.count else None
-    return _page(request.media, items, found, total)
+        found = [json_row(table, plan.items, row) for row in tables.execute(plan.rows, values)]
+    total = tables.execute(plan.count, values).scalar() if request.count else None
+    return _page(request.media, plan.items, found, total)
 
 
 def _scoped(nodes):

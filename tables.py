@@ -290,6 +290,61 @@ def _sqlite_foreign_key(exc, table, written):
 # --- reading
 
 
+@dataclass(frozen=True)
+class Plan:
+    """A read's statements, prepared once for every request of its shape: the page's SELECT and the
+    count under the same WHERE, with the filters' values, the owner's id and the paging as named
+    parameters that each request passes (`read_plan`), and the select items the rows are shaped by."""
+
+    rows: object
+    count: object
+    items: list
+
+
+MAX_PLANS = 256
+
+
+def read_plan(table, query, grant, offset, limit):
+    """The Plan of a read, from the cache, and this request's parameters for it. A plan is keyed by
+    everything that decides its SQL: the table as reflected (so a table reflected again gets new
+    plans), the filters' shape, select, order, whether there is an offset and a limit, and the
+    grant's rule and whether it keeps an owner to their rows; values, the owner's id included,
+    are parameters and never part of the plan."""
+    owner = grant.owner_id is not None
+    key = (table, filters.shape(query.filters), query.select, query.order, bool(offset), limit is not None,
+           grant.policy.rules["select"], owner)  # fmt: skip
+    values = filters.parameters(query.filters, table, dialect())
+    if owner:
+        values["owner"] = grant.owner_id
+    if offset:
+        values["offset"] = offset
+    if limit is not None:
+        values["limit"] = limit
+    plans = schema().plans
+    found = plans.get(key)
+    with schema().lock:
+        if found is None:
+            found = plans[key] = _plan(table, query, grant, offset, limit)
+            while len(plans) > MAX_PLANS:
+                plans.popitem(last=False)
+        elif key in plans:
+            plans.move_to_end(key)
+    return found, values
+
+
+def _plan(table, query, grant, offset, limit):
+    items = filters.parse_select(query.select, table)
+    where = filters.where_clause(query.filters, table, dialect(), named=True)
+    where = sa.and_(*_also(where), *_also(grant.condition(table, named=True))) if grant.owner_id else where
+    columns = [table.c[item.column].label(f"c{index}") for index, item in enumerate(items)]
+    rows = _where(sa.select(*columns), where).order_by(*ordering(query.order, table))
+    if offset:
+        rows = rows.offset(sa.bindparam("offset", type_=sa.Integer, required=True))
+    if limit is not None:
+        rows = rows.limit(sa.bindparam("limit", type_=sa.Integer, required=True))
+    return Plan(rows, _where(sa.select(sa.func.count()).select_from(table), where), items)
+
+
 def condition(nodes, table, *grants):
     """The WHERE clause: the filter nodes AND the grants' owner conditions."""
     parts = [filters.where_clause(nodes, table, dialect())]
