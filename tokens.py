@@ -48,7 +48,10 @@ def _verify(token, secret, require, **kwargs):
 
 
 def _decode(token, secret, require, **kwargs):
-    claims = _verify(token, secret, require, **kwargs)
+    return _unexpired(_verify(token, secret, require, **kwargs))
+
+
+def _unexpired(claims):
     if claims["exp"] <= now():
         raise TokenError("token has expired", expired=True)
     return claims
@@ -95,12 +98,20 @@ def access_token(claims, secret, lifetime):
 
 def decode_access_token(token, secret):
     """The claims of a valid access token. Refresh tokens and API keys fail: they have no audience."""
-    claims = _decode(token, secret, ["iat", "exp", "sub", "session_id", "aud"], audience="authenticated")
+    claims = _unexpired(dict(_verified_access_token(token, secret)))
     if claims.get("role") != "authenticated" or claims.get("typ") == REFRESH_TYPE:
         raise TokenError("not an access token")
     if not isinstance(claims["session_id"], str) or not claims["sub"].isdigit():
         raise TokenError("malformed claims")
     return claims
+
+
+@functools.lru_cache(maxsize=1024)
+def _verified_access_token(token, secret):
+    """The claims of a well-signed token with an audience. A client presents its access token on
+    every request for up to an hour, so its signature is checked once; expiry each time. A token
+    that fails raises, and failures are not remembered."""
+    return _verify(token, secret, ["iat", "exp", "sub", "session_id", "aud"], audience="authenticated")
 
 
 def refresh_token(session_id, user_id, jti, issued, secret, lifetime):
