@@ -5,11 +5,11 @@ import functools
 from dataclasses import dataclass
 
 from flask import current_app, g, request
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 
 import tokens
 from errors import APIError, Auth, bad_jwt, no_authorization, user_inactive, user_not_found
-from extensions import db
+from extensions import db, state
 from models import Profile, Session, user_columns, users_table
 
 PROTECTED_PREFIXES = ("/auth/v1", "/rest/v1")
@@ -77,15 +77,8 @@ def identify(token):
         claims = tokens.decode_access_token(token, secret())
     except tokens.TokenError as exc:
         raise (bad_jwt("Token has expired") if exc.expired else bad_jwt()) from None
-    # One round trip: the session, and its user with the profile /auth/v1/user answers with.
-    users = users_table()
-    row = db.session.execute(
-        select(Session.user_id.label("session_user"), *user_columns())
-        .select_from(Session)
-        .outerjoin(users, users.c.user_id == Session.user_id)
-        .outerjoin(Profile, Profile.user_id == Session.user_id)
-        .where(Session.id == claims["session_id"])
-    ).first()
+    # On the session's connection, not through Session.execute: a plain SELECT needs no ORM work.
+    row = db.session.connection().execute(session_user_query(), {"session_id": claims["session_id"]}).first()
     if row is None:
         raise APIError(401, Auth.SESSION_NOT_FOUND, "Session from session_id claim in JWT does not exist")
     if str(row.session_user) != claims["sub"]:
@@ -95,6 +88,22 @@ def identify(token):
     if not row.active:
         raise user_inactive(401)
     return Identity("authenticated", row.user_id, claims["session_id"], row)
+
+
+def session_user_query():
+    """One round trip: a session, and its user with the profile /auth/v1/user answers with. Built
+    once per users table: every bearer token runs it."""
+    cache, users = state(), users_table()
+    if cache.session_user is None or cache.session_user[0] is not users:
+        query = (
+            select(Session.user_id.label("session_user"), *user_columns())
+            .select_from(Session)
+            .outerjoin(users, users.c.user_id == Session.user_id)
+            .outerjoin(Profile, Profile.user_id == Session.user_id)
+            .where(Session.id == bindparam("session_id"))
+        )
+        cache.session_user = (users, query)
+    return cache.session_user[1]
 
 
 def current_user_identity():
