@@ -77,8 +77,10 @@ def identify(token):
         claims = tokens.decode_access_token(token, secret())
     except tokens.TokenError as exc:
         raise (bad_jwt("Token has expired") if exc.expired else bad_jwt()) from None
-    # On the session's connection, not through Session.execute: a plain SELECT needs no ORM work.
-    row = db.session.connection().execute(session_user_query(), {"session_id": claims["session_id"]}).first()
+    # A read of its own, ended at once, on a pooled connection: no ORM session for a request that needs
+    # none (GET /user), and a write that follows starts its transaction at its first statement.
+    with db.engine.connect() as connection:
+        row = connection.execute(session_user_query(), {"session_id": claims["session_id"]}).first()
     if row is None:
         raise APIError(401, Auth.SESSION_NOT_FOUND, "Session from session_id claim in JWT does not exist")
     if str(row.session_user) != claims["sub"]:
