@@ -91,6 +91,8 @@ def retrying(operation):
 def end_transaction(response):
     """after_request: end the request's transaction (a read's included) while errors still become
     JSON: a connection that dies here gives the documented 503, not a bare 500 from teardown."""
+    if not db.session.registry.has():
+        return response  # the request never used the database: no session to make only to close it
     try:
         db.session.close()  # rolls back and returns the connection: the teardown then has nothing to do
     except DBAPIError as exc:
