@@ -2,11 +2,14 @@
 the request into rows.py's request objects, call rows.py, and shape its Page into a response."""
 
 import csv
+import functools
 import io
 import re
 from urllib.parse import quote
 
 from flask import Blueprint, Response, current_app, json, request
+from werkzeug.datastructures import MIMEAccept
+from werkzeug.http import parse_accept_header
 
 import openapi
 import policies
@@ -102,8 +105,14 @@ def changed_status(prefer):
 
 def preferences():
     """The Prefer header(s); unknown or malformed preferences are ignored, as PostgREST does."""
+    return parsed_preferences(tuple(request.headers.getlist("Prefer")))
+
+
+@functools.lru_cache(maxsize=128)
+def parsed_preferences(headers):
+    """Clients send the same few Prefer headers again and again: each is parsed once (Prefer is frozen)."""
     found = {}
-    for header in request.headers.getlist("Prefer"):
+    for header in headers:
         for token in header.split(","):
             key, _, value = token.strip().partition("=")
             found[key.strip().lower()] = value.strip().lower()
@@ -132,13 +141,21 @@ def preferences():
 
 def media_type():
     """json, object (one row) or csv, from the Accept header; 406 for anything else."""
-    header = request.headers.get("Accept", "").strip()
+    raw = request.headers.get("Accept", "")
+    header = raw.strip()
     if not header:
         return "json"
-    best = request.accept_mimetypes.best_match(list(MEDIA_TYPES))
-    if best is None:
+    media = best_media_type(raw)
+    if media is None:
         raise APIError(406, Rest.NOT_ACCEPTABLE, f"None of these media types are available: {header[:100]}")
-    return MEDIA_TYPES[best]
+    return media
+
+
+@functools.lru_cache(maxsize=128)
+def best_media_type(accept):
+    """The media type an Accept header asks for, or None; each header is parsed once, as Prefer is."""
+    best = parse_accept_header(accept, MIMEAccept).best_match(list(MEDIA_TYPES))
+    return None if best is None else MEDIA_TYPES[best]
 
 
 def paging_parameter(name):
