@@ -1,0 +1,111 @@
+"""Profile the hot reads in-process: GET /rest/v1/items?id=eq.N and GET /auth/v1/user, through the
+WSGI app (no server, no socket), under cProfile; prints the mean per request and the top entries.
+
+    .venv/bin/python tools/profile_reads.py [requests] [--no-profile]
+"""
+
+import cProfile
+import io
+import logging
+import pstats
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import bench  # noqa: E402
+import tokens  # noqa: E402
+from app import create_app  # noqa: E402
+
+COUNT = int(next((a for a in sys.argv[1:] if a.isdigit()), "3000"))
+PROFILE = "--no-profile" not in sys.argv
+
+
+def environ(path, headers):
+    path, _, query = path.partition("?")
+    base = {
+        "REQUEST_METHOD": "GET",
+        "SCRIPT_NAME": "",
+        "PATH_INFO": path,
+        "QUERY_STRING": query,
+        "SERVER_NAME": "127.0.0.1",
+        "SERVER_PORT": "8000",
+        "SERVER_PROTOCOL": "HTTP/1.1",
+        "REMOTE_ADDR": "127.0.0.1",
+        "wsgi.url_scheme": "http",
+        "wsgi.version": (1, 0),
+        "wsgi.errors": sys.stderr,
+        "wsgi.multithread": True,
+        "wsgi.multiprocess": False,
+        "wsgi.run_once": False,
+        "HTTP_HOST": "127.0.0.1:8000",
+        "HTTP_USER_AGENT": "wrk",
+    }
+    for name, value in headers.items():
+        base["HTTP_" + name.upper().replace("-", "_")] = value
+    return base
+
+
+def run(app, base, count):
+    statuses = set()
+
+    def start_response(status, headers, exc_info=None):
+        statuses.add(status)
+
+    for n in range(count):
+        env = dict(base)
+        env["wsgi.input"] = io.BytesIO(b"")
+        if "id=eq." in env["QUERY_STRING"]:
+            env["QUERY_STRING"] = f"id=eq.{n % 20000 + 1}"
+        body = app(env, start_response)
+        b"".join(body)
+        getattr(body, "close", lambda: None)()
+    return statuses
+
+
+def main():
+    workdir = Path(tempfile.mkdtemp(prefix="minibase-profile-"))
+    (workdir / "tables.toml").write_text(bench.TABLES_TOML)
+    url = f"sqlite:///{workdir / 'bench.db'}"
+    bench.seed(url, 20000)
+    # As the server logs (wsgi.py): INFO, to a stream nobody reads.
+    logging.basicConfig(level=logging.INFO, stream=open("/dev/null", "w"))  # noqa: SIM115
+    app = create_app(
+        {"DATABASE_URL": url, "JWT_SECRET": bench.SECRET, "RATE_LIMITS": False,
+         "TABLES_CONFIG": str(workdir / "tables.toml"), "MAILER_AUTOCONFIRM": True}
+    )  # fmt: skip
+    key = tokens.api_key("anon", bench.SECRET)
+    client = app.test_client()
+    body = {"email": "bench@example.com", "password": bench.PASSWORD}
+    bearer = client.post("/auth/v1/signup", json=body, headers={"apikey": key}).get_json()["access_token"]
+    cases = {
+        "key read": environ(bench.KEY_READ, {"apikey": key}),
+        "/auth/v1/user": environ("/auth/v1/user", {"apikey": key, "Authorization": f"Bearer {bearer}"}),
+    }
+    for label, base in cases.items():
+        run(app, base, 200)  # warm up
+        started = time.perf_counter()
+        statuses = run(app, base, COUNT)
+        took = (time.perf_counter() - started) / COUNT * 1000
+        print(f"{label}: {took:.3f} ms a request, no profiler ({statuses})")
+    if not PROFILE:
+        return
+    for label, base in cases.items():
+        profiler = cProfile.Profile()
+        profiler.enable()
+        run(app, base, COUNT)
+        profiler.disable()
+        for order in ("cumulative", "tottime"):
+            out = io.StringIO()
+            stats = pstats.Stats(profiler, stream=out).strip_dirs().sort_stats(order)
+            stats.print_stats(20)
+            text = out.getvalue()
+            print(f"\n===== {label}: {COUNT} requests, by {order}")
+            print(text[text.index("   ncalls") :].rstrip())
+
+
+if __name__ == "__main__":
+    main()
