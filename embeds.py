@@ -146,8 +146,8 @@ class Child:
                 statement = self._paged(statement, key_columns, len(labeled))
             else:
                 statement = statement.order_by(*level.order)
-            for row in tables.execute(statement):
-                found.append((tuple(row[len(columns) :]), tuple(row[: len(columns)])))
+            width = len(columns)
+            found += [(tuple(row[width:]), tuple(row[:width])) for row in tables.execute(statement).all()]
         return found
 
     def _paged(self, statement, key_columns, width):
@@ -176,11 +176,11 @@ class Planner:
         self.who = who
         self.scopes = filters.scoped(query.filters)
         self.used = {()}
-        self.count = 0  # embeds so far: each gets its own alias, so a table may embed itself
+        self.count = 0  # embeds so far: an alias of a table already on the path is named by it
 
     def plan(self, name, table, grant, order):
         """The top Level: the table itself under the request's grant and order."""
-        level = self._level(name, table, self.query.tree, ())
+        level = self._level(name, table, self.query.tree, (), (name,))
         level.where = _all(level.where, grant.condition(table))
         level.order = order
         unknown = sorted((set(self.scopes) | set(self.query.embedded)) - self.used)
@@ -191,11 +191,13 @@ class Planner:
             )
         return level
 
-    def _level(self, name, table, items, path):
+    def _level(self, name, table, items, path, chain):
+        """`chain`: the tables from the top to this one, whose names an embed's query may not reuse
+        (a correlated EXISTS would take the outer table for its own)."""
         outputs = []
         for item in items:
             if isinstance(item, EmbedItem):
-                outputs.append(self._child(name, table, item, (*path, item.alias)))
+                outputs.append(self._child(name, table, item, (*path, item.alias), chain))
             else:
                 outputs += filters.resolve_select([item], table)
         nodes = self.scopes.get(path, [])
@@ -203,7 +205,7 @@ class Planner:
         inner = [output.exists(table) for output in outputs if isinstance(output, Child) and output.inner]
         return Level(table, outputs, _all(where, *inner))
 
-    def _child(self, parent_name, parent, item, path):
+    def _child(self, parent_name, parent, item, path, chain):
         self.used.add(path)
         policy = policies.policies().get(item.table)
         asked = [i.column for i in item.items if isinstance(i, SelectItem) and i is not filters.STAR]
@@ -218,9 +220,10 @@ class Planner:
             )
         grant = policies.authorize(policy, "select", self.who)
         self.count += 1
-        alias = target.alias(f"e{self.count}")
+        taken = set(chain) | ({relationship.junction} if relationship.junction else set())
+        alias = target.alias(f"e{self.count}") if item.table in taken else target
         counted = _counted(item, target)
-        level = self._level(item.table, alias, () if counted else item.items, path)
+        level = self._level(item.table, alias, () if counted else item.items, path, (*chain, item.table))
         level.where = _all(level.where, grant.condition(alias))
         settings = self.query.embedded.get(path, filters.Embedded())
         level.order = tables.ordering(settings.order, alias)
@@ -231,7 +234,8 @@ class Planner:
         if relationship.junction is not None:
             junction_policy = policies.policies()[relationship.junction]
             junction_grant = policies.authorize(junction_policy, "select", self.who)
-            child.junction = tables.reflected(relationship.junction).alias(f"j{self.count}")
+            junction = tables.reflected(relationship.junction)
+            child.junction = junction.alias(f"j{self.count}") if relationship.junction in chain else junction
             child.junction_where = junction_grant.condition(child.junction)
         return child
 
@@ -399,7 +403,7 @@ def _fetch_top(level, offset, limit):
         statement = statement.offset(offset)
     if limit is not None:
         statement = statement.limit(limit)
-    return [tuple(row) for row in tables.execute(statement)]
+    return [tuple(row) for row in tables.execute(statement).all()]
 
 
 def shape(level, found):
@@ -420,23 +424,30 @@ def shape(level, found):
             for (key, _), one in zip(fetched, shaped, strict=True):
                 grouped.setdefault(key, []).append(one)
         embedded[id(child)] = (columns, grouped)
-    return [_object(level, row, index, embedded) for row in found]
+    steps = [
+        (output.alias, level.table.c[output.column], index[output.column])
+        if isinstance(output, SelectItem)
+        else (output, *embedded[id(output)])
+        for output in level.outputs
+    ]
+    return [_object(steps, row) for row in found]
 
 
-def _object(level, row, index, embedded):
+def _object(steps, row):
+    """One row as a dict: `steps` are (alias, column, position) for a column, (Child, key
+    positions, the Child's rows by key) for an embed."""
     result = {}
-    for output in level.outputs:
-        if isinstance(output, SelectItem):
-            result[output.alias] = json_value(level.table.c[output.column], row[index[output.column]])
+    for output, where, found in steps:
+        if isinstance(output, str):
+            result[output] = json_value(where, row[found])
             continue
-        columns, shaped = embedded[id(output)]
-        matches = shaped.get(tuple(row[i] for i in columns)) or output.empty()
+        matches = found.get(tuple(row[i] for i in where)) or output.empty()
         if not output.shown:
             continue
         if output.spread:
-            first = matches[0] if matches else None
+            one = matches[0] if matches else None
             for name in output.level.names():
-                result[name] = None if first is None else first[name]
+                result[name] = None if one is None else one[name]
         elif output.relationship.many:
             result[output.alias] = matches
         else:

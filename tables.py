@@ -399,8 +399,10 @@ def count(table, where):
 
 
 def key_condition(columns, keys):
+    """`columns` IN `keys` (tuples): one expanding parameter for a single column, not one each."""
     if len(columns) == 1:
-        return columns[0].in_([key[0] for key in keys])
+        column = columns[0]
+        return column.in_(sa.bindparam(None, [key[0] for key in keys], type_=column.type, expanding=True))
     return sa.tuple_(*columns).in_(keys)
 
 
