@@ -246,6 +246,14 @@ def test_nesting_goes_four_levels_deep(blog):
     assert "at most 4" in body["message"]
 
 
+def test_a_table_met_again_deeper_is_its_own_row(blog):
+    # users -> posts -> comments -> users: the inner users is the commenter, not the outer author
+    query = "users?select=username,posts!inner(id,comments!inner(id,users!inner(username)))"
+    rows = blog.get(f"{query}&posts.comments.users.username=eq.cid")
+    assert [row["username"] for row in rows] == ["ann"]
+    assert rows[0]["posts"] == [{"id": 1, "comments": [{"id": 2, "users": {"username": "cid"}}]}]
+
+
 # --- hints and their errors
 
 
