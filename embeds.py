@@ -39,12 +39,7 @@ class Relationship:
     target_keys: tuple = ()
     names: frozenset = frozenset()  # what a hint may name: the constraint, its columns, the junction
     label: str = ""  # the hint that picks it, for the 300 listing the choices
-
-    @property
-    def kind(self):
-        if self.junction:
-            return "many-to-many"
-        return "one-to-many" if self.many else "many-to-one"
+    kind: str = "many-to-one"  # or one-to-one, one-to-many, many-to-many: for the 300's details
 
 
 @dataclass
@@ -319,6 +314,7 @@ def candidates(parent_name, parent, target_name, target):
                     reference.columns,
                     names=_names(reference),
                     label=f"{target_name}!{_hint(reference)}",
+                    kind="one-to-one" if unique else "one-to-many",
                 )
             )
     return found + _through_junctions(parent_name, parent, target_name, target)
@@ -355,6 +351,7 @@ def _through_junctions(parent_name, parent, target_name, target):
                         right.target_columns,
                         frozenset({name} | {r.name for r in (left, right) if r.name}),
                         f"{target_name}!{name}",
+                        "many-to-many",
                     )
                 )
     return found
