@@ -6,6 +6,8 @@ import functools
 import logging
 import math
 import time
+from collections import namedtuple
+from dataclasses import dataclass, field
 
 from flask import current_app, request
 from sqlalchemy import event
@@ -32,10 +34,9 @@ def init_app(app):
             cursor.execute("PRAGMA journal_mode=WAL")
             cursor.execute(f"PRAGMA busy_timeout={int(db_timeout * 1000)}")
             cursor.execute("PRAGMA foreign_keys=ON")
-            record.info["deadline"] = [math.inf]
-            deadline = record.info["deadline"]
-            # Called every 1,000 virtual-machine steps: a non-zero answer interrupts the statement.
-            dbapi_connection.set_progress_handler(lambda: time.monotonic() > deadline[0], 1000)
+            deadline = record.info["deadline"] = Deadline(statement_timeout)
+            # Called every 1,000 virtual-machine steps: a true answer interrupts the statement.
+            dbapi_connection.set_progress_handler(deadline.passed, 1000)
         else:
             # Strict mode: a value that does not fit is an error, not silently truncated data.
             cursor.execute(
@@ -54,12 +55,143 @@ def init_app(app):
     def before_statement(conn, cursor, statement, parameters, context, executemany):
         deadline = conn.connection._connection_record.info.get("deadline")
         if deadline is not None:
-            deadline[0] = time.monotonic() + statement_timeout
+            deadline.start()
 
     with app.app_context():
         event.listen(db.engine, "connect", on_connect)
         if db.engine.dialect.name == "sqlite":
             event.listen(db.engine, "before_cursor_execute", before_statement)
+
+
+class Deadline:
+    """A SQLite connection's time limit on its running statement: SQLite has no statement timeout of
+    its own, so the connection's progress handler asks `passed` and interrupts the statement."""
+
+    def __init__(self, seconds):
+        self.seconds = seconds
+        self.at = math.inf
+
+    def start(self):
+        """A statement starts now: it may run for `seconds`."""
+        self.at = time.monotonic() + self.seconds
+
+    def passed(self):
+        return time.monotonic() > self.at
+
+
+# --- prepared statements: the hottest reads, straight on a pooled DBAPI connection
+
+
+@dataclass
+class Prepared:
+    """A SELECT compiled once for the engine's dialect, for the reads every request repeats (a
+    table read's plan, the bearer token's session and user). SQLAlchemy's per-execution work (an
+    execution context, a result object, events) costs several times the statement itself there.
+    Values stay bound parameters, converted by the same bind and result processors SQLAlchemy
+    uses; rows are named tuples of the statement's column keys."""
+
+    sql: str
+    positions: tuple | None  # parameter names in the order a positional paramstyle takes them
+    binds: dict  # name of a parameter each execution passes -> its bind processor, or None
+    constants: dict  # name of a parameter with a value of its own -> that value, processed
+    types: tuple  # the result columns' types
+    row: type | None  # the named tuple a row becomes; None: rows stay plain tuples
+    results: dict = field(default_factory=dict)  # cursor.description's type codes -> processors
+
+
+def prepare(statement, engine, named=True):
+    """`statement` as a Prepared for `engine`, or None when its SQL depends on its values (an
+    expanding IN list): such statements go through SQLAlchemy. Its parameters that were made
+    `required` take each execution's values; any other keeps the value it was built with. Rows are
+    named tuples of the columns' keys when `named`, else plain tuples."""
+    dialect = engine.dialect
+    compiled = statement.compile(dialect=dialect)
+    if compiled.post_compile_params or compiled.literal_execute_params:
+        return None
+    binds, constants = {}, {}
+    for bind, name in compiled.bind_names.items():
+        process = bind.type.dialect_impl(dialect).bind_processor(dialect)
+        if bind.required:
+            binds[name] = process
+        else:
+            value = bind.effective_value
+            constants[name] = value if process is None else process(value)
+    columns = list(statement.selected_columns)
+    positions = tuple(compiled.positiontup) if compiled.positional else None
+    row = namedtuple("Row", [column.key for column in columns], rename=True) if named else None
+    types = tuple(column.type for column in columns)
+    return Prepared(compiled.string, positions, binds, constants, types, row)
+
+
+def run(engine, values, *statements):
+    """The rows of each Prepared of `statements`, all with `values` (a dict holding every parameter
+    they name), in one transaction on a pooled connection that goes back to the pool at once.
+    Errors are SQLAlchemy's, as Connection.execute raises them: a lost connection is invalidated
+    and raised as an OperationalError (the 503), a statement the database refused as its DBAPIError."""
+    dialect = engine.dialect
+    results = []
+    connection = cursor = statement = parameters = None
+    try:
+        connection = engine.raw_connection()
+        deadline = connection.info.get("deadline")
+        cursor = connection.cursor()
+        for statement in statements:
+            parameters = _parameters(statement, values)
+            if deadline is not None:
+                deadline.start()
+            cursor.execute(statement.sql, parameters)
+            results.append(_rows(statement, cursor.fetchall(), cursor.description, dialect))
+        cursor.close()
+    except dialect.loaded_dbapi.Error as exc:
+        lost = connection is not None and dialect.is_disconnect(exc, connection.dbapi_connection, cursor)
+        if lost:
+            connection.invalidate(exc)
+        raise DBAPIError.instance(
+            getattr(statement, "sql", None), parameters, exc, dialect.loaded_dbapi.Error,
+            hide_parameters=engine.hide_parameters, connection_invalidated=lost, dialect=dialect,
+        ) from exc  # fmt: skip
+    finally:
+        if connection is not None:
+            connection.close()  # back to the pool, rolled back
+    return results
+
+
+def _parameters(statement, values):
+    """What the DBAPI takes for `statement`: its parameters' values through their bind processors,
+    as a dict or, for a positional paramstyle, a list. A value missing is a KeyError: a bug."""
+    processed = {
+        name: values[name] if process is None else process(values[name])
+        for name, process in statement.binds.items()
+    }
+    processed.update(statement.constants)
+    return processed if statement.positions is None else [processed[name] for name in statement.positions]
+
+
+def _rows(statement, found, description, dialect):
+    processors = _result_processors(statement, description, dialect)
+    if any(processors):
+        found = [
+            tuple(
+                [
+                    value if process is None else process(value)
+                    for process, value in zip(processors, row, strict=True)
+                ]
+            )
+            for row in found
+        ]
+    return found if statement.row is None else [statement.row._make(row) for row in found]
+
+
+def _result_processors(prepared, description, dialect):
+    """The result processors for a cursor's columns, worked out once per set of type codes."""
+    codes = tuple(column[1] for column in description)
+    processors = prepared.results.get(codes)
+    if processors is None:
+        processors = prepared.results[codes] = [
+            kind.dialect_impl(dialect).result_processor(dialect, code)
+            for kind, code in zip(prepared.types, codes, strict=True)
+        ]
+    return processors
 
 
 def retryable(exc):

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from flask import current_app, g, request
 from sqlalchemy import bindparam, select
 
+import connections
 import tokens
 from errors import APIError, Auth, bad_jwt, no_authorization, user_inactive, user_not_found
 from extensions import db, state
@@ -77,10 +78,11 @@ def identify(token):
         claims = tokens.decode_access_token(token, secret())
     except tokens.TokenError as exc:
         raise (bad_jwt("Token has expired") if exc.expired else bad_jwt()) from None
-    # A read of its own, ended at once, on a pooled connection: no ORM session for a request that needs
-    # none (GET /user), and a write that follows starts its transaction at its first statement.
-    with db.engine.connect() as connection:
-        row = connection.execute(session_user_query(), {"session_id": claims["session_id"]}).first()
+    # A read of its own, prepared once and ended at once, on a pooled connection: no ORM session for
+    # a request that needs none (GET /user), and a write that follows starts its transaction at its
+    # first statement.
+    found = connections.run(db.engine, {"session_id": claims["session_id"]}, prepared_session_user())[0]
+    row = found[0] if found else None
     if row is None:
         raise APIError(401, Auth.SESSION_NOT_FOUND, "Session from session_id claim in JWT does not exist")
     if str(row.session_user) != claims["sub"]:
@@ -92,9 +94,9 @@ def identify(token):
     return Identity("authenticated", row.user_id, claims["session_id"], row)
 
 
-def session_user_query():
-    """One round trip: a session, and its user with the profile /auth/v1/user answers with. Built
-    once per users table: every bearer token runs it."""
+def prepared_session_user():
+    """One round trip: a session, and its user with the profile /auth/v1/user answers with. Prepared
+    once per users table (connections.Prepared): every bearer token runs it."""
     cache, users = state(), users_table()
     if cache.session_user is None or cache.session_user[0] is not users:
         query = (
@@ -102,9 +104,9 @@ def session_user_query():
             .select_from(Session)
             .outerjoin(users, users.c.user_id == Session.user_id)
             .outerjoin(Profile, Profile.user_id == Session.user_id)
-            .where(Session.id == bindparam("session_id"))
+            .where(Session.id == bindparam("session_id", required=True))
         )
-        cache.session_user = (users, query)
+        cache.session_user = (users, connections.prepare(query, db.engine))
     return cache.session_user[1]
 
 

@@ -15,7 +15,7 @@ import policies
 import tables
 from errors import APIError, Rest
 from extensions import db
-from values import BadValue, body_value, json_row
+from values import BadValue, body_value, json_rows
 
 log = logging.getLogger("minibase")
 
@@ -194,10 +194,8 @@ def _select(table, access, request):
     if request.query.embeds() or request.query.embedded or _scoped(request.query.filters):
         return _select_embedded(table, access, request)
     plan, values = tables.read_plan(table, request.query, access.action, request.offset, request.limit)
-    found = []
-    if request.limit != 0:
-        found = [json_row(table, plan.items, row) for row in tables.execute(plan.rows, values)]
-    total = tables.execute(plan.count, values).scalar() if request.count else None
+    found, total = tables.run_plan(plan, values, rows=request.limit != 0, count=request.count)
+    found = json_rows(plan.shape, found or ())
     return _page(request.media, plan.items, found, total)
 
 

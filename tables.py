@@ -14,11 +14,12 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from sqlalchemy.exc import NoSuchTableError
 
+import connections
 import filters
 import policies
 from errors import APIError, Rest
 from extensions import db, state
-from values import json_row, json_value
+from values import json_row, json_value, row_shape
 
 log = logging.getLogger("minibase")
 
@@ -294,11 +295,15 @@ def _sqlite_foreign_key(exc, table, written):
 class Plan:
     """A read's statements, prepared once for every request of its shape: the page's SELECT and the
     count under the same WHERE, with the filters' values, the owner's id and the paging as named
-    parameters that each request passes (`read_plan`), and the select items the rows are shaped by."""
+    parameters that each request passes (`read_plan`), and the select items the rows are shaped by.
+    `prepared` holds both statements compiled for the DBAPI (connections.Prepared), or None when
+    their SQL depends on the values (an `in` list): those run through SQLAlchemy."""
 
     rows: object
     count: object
     items: list
+    shape: tuple  # values.row_shape of the items
+    prepared: tuple | None = None
 
 
 MAX_PLANS = 256
@@ -342,7 +347,21 @@ def _plan(table, query, grant, offset, limit):
         rows = rows.offset(sa.bindparam("offset", type_=sa.Integer, required=True))
     if limit is not None:
         rows = rows.limit(sa.bindparam("limit", type_=sa.Integer, required=True))
-    return Plan(rows, _where(sa.select(sa.func.count()).select_from(table), where), items)
+    count = _where(sa.select(sa.func.count()).select_from(table), where)
+    prepared = [connections.prepare(statement, db.engine, named=False) for statement in (rows, count)]
+    return Plan(rows, count, items, row_shape(table, items), tuple(prepared) if all(prepared) else None)
+
+
+def run_plan(plan, values, rows=True, count=False):
+    """A plan's page of rows (None when not asked) and its count (None when not asked), in one
+    transaction."""
+    if plan.prepared is None:
+        found = execute(plan.rows, values).all() if rows else None
+        return found, execute(plan.count, values).scalar() if count else None
+    asked = [statement for statement, wanted in zip(plan.prepared, (rows, count), strict=True) if wanted]
+    results = iter(connections.run(db.engine, values, *asked))
+    found = next(results) if rows else None
+    return found, next(results)[0][0] if count else None
 
 
 def condition(nodes, table, *grants):

@@ -261,6 +261,30 @@ def json_row(table, items, row):
     }
 
 
+AS_THEY_ARE = frozenset({str, int, type(None)})  # JSON as they are (not bool: it is not int by type)
+
+
+def row_shape(table, items):
+    """What json_rows needs to know of the select items, worked out once per plan: each one's alias,
+    column, and whether its strings, integers and NULLs are JSON as they are (not MySQL's booleans)."""
+    return tuple(
+        (item.alias, table.c[item.column], not is_tinyint_boolean(table.c[item.column].type))
+        for item in items
+    )
+
+
+def json_rows(shape, rows):
+    """json_row for many rows: the common values (text, integers, NULL) go as they are, any other
+    through json_value."""
+    return [
+        {
+            alias: value if plain and type(value) in AS_THEY_ARE else json_value(column, value)
+            for (alias, column, plain), value in zip(shape, row, strict=False)
+        }
+        for row in rows
+    ]
+
+
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # what a spreadsheet would run as a formula
 
 

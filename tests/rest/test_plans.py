@@ -1,10 +1,12 @@
 """Prepared read plans: one per request shape, run with each request's own values. A wrong cached
 plan would show another request's values, another owner's rows, or a table as it was."""
 
+import functools
+
 import sqlalchemy as sa
 
 import tables
-from extensions import state
+from extensions import db, state
 from support import Api
 
 
@@ -63,3 +65,77 @@ def test_plans_are_bounded(rest, monkeypatch):
         plans = state().schema.plans
         assert len(plans) == 3
         assert [key[1][0][0] for key in plans] == ["qty", "code", "note"]  # the most recently used
+
+
+# --- prepared plans run straight on the DBAPI (connections.Prepared)
+
+
+def sqlalchemy_statements(app, request):
+    """The SELECTs SQLAlchemy executed for `request()`: the prepared path executes none."""
+    seen = []
+    with app.app_context():
+        engine = db.engine
+
+    def record(conn, cursor, statement, *args):
+        seen.append(statement)
+
+    sa.event.listen(engine, "before_cursor_execute", record)
+    try:
+        response = request()
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", record)
+    return response, [s for s in seen if s.lstrip().upper().startswith("SELECT")]
+
+
+def test_a_prepared_read_gives_what_sqlalchemy_gives_for_every_type(rest):
+    """`id=eq.N` runs prepared; `id=in.(N)` (an expanding list) through SQLAlchemy: every value of
+    every column type (dates, doubles, booleans, NULLs, text) comes out the same by both."""
+    rest.anon.get("/rest/v1/items?id=eq.1")  # reflected and planned before anything is counted
+    counted = {"Prefer": "count=exact"}
+    for row in range(1, len(rest.seeded) + 1):
+        prepared, executed = sqlalchemy_statements(
+            rest.app, functools.partial(rest.anon.get, f"/rest/v1/items?id=eq.{row}", headers=counted)
+        )
+        assert executed == []
+        through_sqlalchemy, executed = sqlalchemy_statements(
+            rest.app, functools.partial(rest.anon.get, f"/rest/v1/items?id=in.({row})", headers=counted)
+        )
+        assert len(executed) == 2  # the page and its count
+        assert prepared.status_code == through_sqlalchemy.status_code == 200
+        assert prepared.json == through_sqlalchemy.json and len(prepared.json) == 1
+        assert prepared.headers["Content-Range"] == through_sqlalchemy.headers["Content-Range"] == "0-0/1"
+    assert rest.anon.get("/rest/v1/items?id=eq.4").json[0]["active"] is None
+    assert rest.anon.get("/rest/v1/items?id=eq.1").json[0]["created"] == "2024-01-01T10:00:00"
+
+
+def test_a_prepared_read_binds_values_it_converts(rest):
+    """Values go through the column type's bind processor: a datetime compared as the database
+    stores it, a boolean as the database's boolean."""
+    assert names(rest.anon.get("/rest/v1/items?select=name&created=gt.2024-01-15T00:00:00&order=id")) == [
+        "apple pie",
+        "Date",
+    ]
+    assert names(rest.anon.get("/rest/v1/items?select=name&active=eq.false&order=id")) == [
+        "apple pie",
+        "Date",
+    ]
+
+
+def test_a_column_dropped_under_a_prepared_plan_is_reflected_again(rest):
+    """The plan names a column the table no longer has: the database's error comes back as
+    SQLAlchemy's, the table is reflected again and the read answered by a new plan."""
+    rest.execute(sa.text("ALTER TABLE items ADD COLUMN colour VARCHAR(20)"))
+    assert "colour" in rest.anon.get("/rest/v1/items?id=eq.1").json[0]
+    rest.execute(sa.text("ALTER TABLE items DROP COLUMN colour"))
+    response = rest.anon.get("/rest/v1/items?id=eq.1")
+    assert response.status_code == 200 and "colour" not in response.json[0]
+
+
+def test_the_bearers_session_lookup_is_prepared(rest):
+    token = rest.anon.sign_up("prepared@example.com")["access_token"]
+    rest.anon.get("/auth/v1/user", token=token)
+    response, executed = sqlalchemy_statements(
+        rest.app, functools.partial(rest.anon.get, "/auth/v1/user", token=token)
+    )
+    assert response.status_code == 200 and response.json["email"] == "prepared@example.com"
+    assert executed == []
