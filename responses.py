@@ -32,6 +32,9 @@ def logged_path():
     query = request.query_string.decode("latin-1")
     if not query:
         return request.path
+    lowered = query.lower()
+    if "%" not in query and not any(name in lowered for name in SECRET_PARAMETERS):
+        return f"{request.path}?{query}"  # as sent: no secret's name in it, not even percent-encoded
     pairs = parse_qsl(query, keep_blank_values=True)
     shown = [(key, "***" if key.lower() in SECRET_PARAMETERS else value) for key, value in pairs]
     return f"{request.path}?{urlencode(shown, safe='*,.()[]:')}"

@@ -1,0 +1,70 @@
+"""The served process's log writer (logs.py): request threads only queue their records; one thread
+writes them in batches, and stopping it writes what is still queued."""
+
+import io
+import logging
+import time
+
+import logs
+
+
+def record(message, *args, name="minibase.requests", level=logging.INFO):
+    return logging.LogRecord(name, level, __file__, 1, message, args, None)
+
+
+def test_records_are_written_in_batches_and_stop_writes_the_rest():
+    stream = io.StringIO()
+    writer = logs.Writer(stream=stream, interval=3600).start()  # never looks by itself in this test
+    handler = writer.handler()
+    for n in range(5):
+        handler.handle(record("GET /rest/v1/items %s %.1fms", 200, n))
+    assert stream.getvalue() == ""  # queued, not written by the request's thread
+    writer.stop()
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 5
+    assert lines[0].endswith("INFO minibase.requests: GET /rest/v1/items 200 0.0ms")
+    assert lines[4].endswith("GET /rest/v1/items 200 4.0ms")
+
+
+def test_the_writer_looks_by_itself():
+    stream = io.StringIO()
+    writer = logs.Writer(stream=stream, interval=0.01).start()
+    try:
+        writer.handler().handle(record("written without a stop"))
+        deadline = time.monotonic() + 5
+        while "written without a stop" not in stream.getvalue():
+            assert time.monotonic() < deadline, "the writer never wrote the record"
+            time.sleep(0.01)
+    finally:
+        writer.stop()
+
+
+def test_a_record_that_cannot_be_formatted_does_not_stop_the_others():
+    stream = io.StringIO()
+    writer = logs.Writer(stream=stream, interval=3600).start()
+    handler = writer.handler()
+    handler.handle(record("%d requests", "not a number"))
+    handler.handle(record("after"))
+    writer.stop()
+    lines = stream.getvalue().splitlines()
+    assert "unloggable record from minibase.requests" in lines[0]
+    assert lines[1].endswith("after")
+
+
+def test_a_flood_of_records_is_written_in_bounded_batches():
+    """What arrives while a batch is being written waits for the next one: a flood cannot keep one
+    batch (and its memory) growing."""
+    stream = io.StringIO()
+    writer = logs.Writer(stream=stream, interval=3600)
+    handler = writer.handler()
+    for n in range(3):
+        handler.handle(record("line %s", n))
+    original = writer.formatter.format
+
+    def format_and_add_another(item):
+        writer.records.append(record("late"))
+        return original(item)
+
+    writer.formatter.format = format_and_add_another
+    writer.write_pending()
+    assert stream.getvalue().count("\n") == 3 and len(writer.records) == 3
