@@ -53,6 +53,7 @@ def create_app(test_config=None):
         origins=origins if len(origins) > 1 else origins[0],
         expose_headers=EXPOSED_HEADERS,
         send_wildcard=True,
+        always_send=False,  # CORS headers answer a browser's Origin, as PostgREST's and GoTrue's do
     )
     app.extensions["minibase"] = Minibase()
 

@@ -163,6 +163,15 @@ def test_cors_preflight_needs_no_key_and_exposes_content_range(app):
     assert preflight.headers["Access-Control-Allow-Origin"] == "*"
     response = client.get("/health", headers={"Origin": "https://app.example"})
     assert "Content-Range" in response.headers["Access-Control-Expose-Headers"]
+    assert response.headers["Access-Control-Allow-Origin"] == "*"
+
+
+def test_cors_headers_answer_an_origin_only(app):
+    """A browser always sends Origin on a cross-origin request; a server or mobile client's request
+    without one gets no CORS headers, as PostgREST and GoTrue answer it."""
+    response = app.test_client().get("/health")
+    assert response.status_code == 200
+    assert not [name for name in response.headers.keys() if name.startswith("Access-Control-")]
 
 
 def test_no_password_or_hash_in_logs_or_bodies(api, app, caplog, monkeypatch):
