@@ -314,5 +314,6 @@ def rows_response(found, names, media, status):
         writer = csv.writer(text, lineterminator="\n")
         writer.writerow(names or (list(found[0]) if found else []))
         writer.writerows([text_value(value) for value in row.values()] for row in found)
-        return Response(text.getvalue(), status=status, mimetype=CSV)
+        # Lines are separated, not ended, as PostgREST's: no newline after the last one.
+        return Response(text.getvalue().removesuffix("\n"), status=status, mimetype=CSV)
     return Response(json.dumps(found, separators=COMPACT), status=status, mimetype=JSON)
