@@ -88,7 +88,7 @@ class Prepared:
     table read's plan, the bearer token's session and user). SQLAlchemy's per-execution work (an
     execution context, a result object, events) costs several times the statement itself there.
     Values stay bound parameters, converted by the same bind and result processors SQLAlchemy
-    uses; rows are named tuples of the statement's column keys."""
+    uses."""
 
     sql: str
     positions: tuple | None  # parameter names in the order a positional paramstyle takes them
@@ -136,7 +136,7 @@ def run(engine, values, *statements):
         deadline = connection.info.get("deadline")
         cursor = connection.cursor()
         for statement in statements:
-            parameters = _parameters(statement, values)
+            parameters = bound_parameters(statement, values)
             if deadline is not None:
                 deadline.start()
             cursor.execute(statement.sql, parameters)
@@ -156,15 +156,17 @@ def run(engine, values, *statements):
     return results
 
 
-def _parameters(statement, values):
+def bound_parameters(statement, values):
     """What the DBAPI takes for `statement`: its parameters' values through their bind processors,
-    as a dict or, for a positional paramstyle, a list. A value missing is a KeyError: a bug."""
+    as a dict or, for a positional paramstyle, a tuple. A value missing is a KeyError: a bug."""
     processed = {
         name: values[name] if process is None else process(values[name])
         for name, process in statement.binds.items()
     }
     processed.update(statement.constants)
-    return processed if statement.positions is None else [processed[name] for name in statement.positions]
+    return (
+        processed if statement.positions is None else tuple([processed[name] for name in statement.positions])
+    )
 
 
 def _rows(statement, found, description, dialect):
