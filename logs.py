@@ -15,13 +15,20 @@ import sys
 import threading
 
 INTERVAL = 0.1  # seconds between two looks at the queue: the longest a line waits to be written
+MAX_QUEUED = 100_000  # records; past this (stderr not read, say) new ones are counted, not kept
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
 class _Records(collections.deque):
-    """QueueHandler's queue: append only, nothing to wake."""
+    """QueueHandler's queue: append only, nothing to wake; bounded, counting what it drops."""
 
-    put_nowait = collections.deque.append
+    dropped = 0
+
+    def put_nowait(self, record):
+        if len(self) < MAX_QUEUED:
+            self.append(record)
+        else:
+            self.dropped += 1
 
 
 class _Enqueue(logging.handlers.QueueHandler):
@@ -49,10 +56,13 @@ class Writer:
         self._thread.start()
         return self
 
-    def stop(self):
+    def stop(self, timeout=5):
+        """Stop the thread and write what is still queued, unless a write is stuck (a stderr
+        nobody reads): then the process must not wait on it to exit."""
         self._stopping.set()
-        self._thread.join()
-        self.write_pending()
+        self._thread.join(timeout)
+        if not self._thread.is_alive():
+            self.write_pending()
 
     def _run(self):
         while not self._stopping.wait(self.interval):
@@ -66,9 +76,19 @@ class Writer:
                 lines.append(self.formatter.format(record))
             except Exception:  # a bad format string in a log call: say so, as logging would
                 lines.append(f"unloggable record from {record.name} at {record.pathname}:{record.lineno}")
+        dropped, self.records.dropped = self.records.dropped, 0
+        if dropped:
+            message = "%s log records dropped: more than %s were waiting to be written"
+            note = logging.LogRecord(
+                "minibase", logging.WARNING, __file__, 0, message, (dropped, MAX_QUEUED), None
+            )
+            lines.append(self.formatter.format(note))
         if lines:
-            self.stream.write("\n".join(lines) + "\n")
-            self.stream.flush()
+            try:
+                self.stream.write("\n".join(lines) + "\n")
+                self.stream.flush()
+            except (OSError, ValueError):  # stderr closed or broken: nowhere to say so; keep draining
+                pass
 
 
 def log_in_batches():

@@ -68,3 +68,32 @@ def test_a_flood_of_records_is_written_in_bounded_batches():
     writer.formatter.format = format_and_add_another
     writer.write_pending()
     assert stream.getvalue().count("\n") == 3 and len(writer.records) == 3
+
+
+def test_the_queue_is_bounded_and_says_what_it_dropped(monkeypatch):
+    monkeypatch.setattr(logs, "MAX_QUEUED", 3)
+    stream = io.StringIO()
+    writer = logs.Writer(stream=stream, interval=3600)
+    handler = writer.handler()
+    for n in range(5):
+        handler.handle(record("line %s", n))
+    writer.write_pending()
+    lines = stream.getvalue().splitlines()
+    assert [line.split(": ", 1)[1] for line in lines[:3]] == ["line 0", "line 1", "line 2"]
+    assert lines[3].endswith(
+        "WARNING minibase: 2 log records dropped: more than 3 were waiting to be written"
+    )
+
+
+class Broken(io.StringIO):
+    def write(self, text):
+        raise BrokenPipeError
+
+
+def test_a_stream_that_cannot_be_written_does_not_stop_the_writer():
+    writer = logs.Writer(stream=Broken(), interval=0.01).start()
+    writer.handler().handle(record("lost"))
+    time.sleep(0.1)
+    writer.handler().handle(record("lost too"))
+    writer.stop()
+    assert not writer._thread.is_alive() and len(writer.records) == 0
