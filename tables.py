@@ -19,7 +19,7 @@ import filters
 import policies
 from errors import APIError, Rest
 from extensions import db, state
-from values import json_row, json_value, row_shape
+from values import json_rows, json_value, row_shape
 
 log = logging.getLogger("minibase")
 
@@ -410,7 +410,7 @@ def execute(statement, parameters=None):
 def select_rows(table, items, where, order=(), offset=0, limit=None, lock=False):
     """Rows as dicts keyed by alias, in JSON values."""
     columns = [table.c[item.column] for item in items]
-    return [json_row(table, items, row) for row in _rows(table, columns, where, order, offset, limit, lock)]
+    return json_rows(row_shape(table, items), _rows(table, columns, where, order, offset, limit, lock))
 
 
 def count(table, where):
@@ -436,8 +436,8 @@ def fetch(table, items, keys, grant=None):
             *_also(grant and grant.condition(table)),
         )
         for row in _rows(table, columns, where):
-            found[row[len(items) :]] = json_row(table, items, row)
-    return [found[key] for key in keys if key in found]
+            found[row[len(items) :]] = row
+    return json_rows(row_shape(table, items), [found[key] for key in keys if key in found])
 
 
 def fetch_inserted(table, items, rows, grant=None):
@@ -587,7 +587,7 @@ def delete(table, where, items=None, read=None):
     columns = [*(table.c[item.column] for item in items), *key_columns]
     before = _rows(table, columns, where, order=key_columns, lock=True)
     _delete_keys(table, where, [row[len(items) :] for row in before])
-    return [json_row(table, items, row) for row in before], len(before)
+    return json_rows(row_shape(table, items), before), len(before)
 
 
 def _delete_keys(table, where, keys):

@@ -254,18 +254,11 @@ def json_value(column, value):
     return str(value)
 
 
-def json_row(table, items, row):
-    """One database row as a dict keyed by the select items' aliases, in JSON values."""
-    return {
-        item.alias: json_value(table.c[item.column], value) for item, value in zip(items, row, strict=False)
-    }
-
-
 AS_THEY_ARE = frozenset({str, int, type(None)})  # JSON as they are (not bool: it is not int by type)
 
 
 def row_shape(table, items):
-    """What json_rows needs to know of the select items, worked out once per plan: each one's alias,
+    """What json_rows needs to know of the select items (a plan keeps it): each one's alias,
     column, and whether its strings, integers and NULLs are JSON as they are (not MySQL's booleans)."""
     return tuple(
         (item.alias, table.c[item.column], not is_tinyint_boolean(table.c[item.column].type))
@@ -274,8 +267,9 @@ def row_shape(table, items):
 
 
 def json_rows(shape, rows):
-    """json_row for many rows: the common values (text, integers, NULL) go as they are, any other
-    through json_value."""
+    """Database rows as dicts keyed by the select items' aliases, in JSON values: the common values
+    (text, integers, NULL) go as they are, any other through json_value. A row's columns past the
+    items (a key kept beside them) are left out."""
     return [
         {
             alias: value if plain and type(value) in AS_THEY_ARE else json_value(column, value)
