@@ -44,7 +44,7 @@ format: $(VENV)/.dev-deps ## ruff format and ruff check --fix
 
 bench: $(VENV)/.dev-deps .venv-bench/.deps ## reads, GET /user and sign-in against a ceiling and datasette, with wrk (apt-get install wrk)
 	@command -v wrk >/dev/null || { echo "make bench needs wrk: apt-get install wrk"; exit 1; }
-	$(BIN)/python bench.py
+	$(BIN)/python tools/bench.py
 
 clean: ## remove the virtualenv and caches (instance/ with its database and secret is kept)
 	rm -rf $(VENV) .venv-bench .pytest_cache .ruff_cache .hypothesis

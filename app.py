@@ -4,16 +4,15 @@ from alembic import command
 from flask import Flask
 from werkzeug.middleware.proxy_fix import ProxyFix
 
-import cli
 import config
-import connections
 import errors
-import gateway
-import mail
-import policies
-import responses
+from auth import mail
+from blueprints import gateway, responses
+from database import connections
 from extensions import Minibase, cors, db, limiter, migrate
 from models import users_table
+from rest import policies
+from runtime import cli
 
 MIGRATIONS = config.ROOT / "migrations"
 # Response headers a browser app may read (the SDKs read all of these).

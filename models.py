@@ -22,7 +22,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.orm import Mapped, mapped_column
 
-import tokens
+from auth import tokens
 from extensions import db, state
 
 log = logging.getLogger("minibase")

@@ -3,15 +3,15 @@
 
 import sys
 
-import logs
 from app import create_app
+from runtime import logs
 
 app = application = create_app()
 
 
 def main():
-    import server
-    import tokens
+    from auth import tokens
+    from runtime import server
 
     writer = logs.log_in_batches()
     secret = app.config["JWT_SECRET"]

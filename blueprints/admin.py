@@ -3,12 +3,11 @@
 from flask import Blueprint, request
 from werkzeug.routing import BaseConverter
 
-import accounts
-import emails
-from accounts import string_id_for_sdks
+from auth import accounts, emails
+from auth.accounts import string_id_for_sdks
+from blueprints.gateway import identity
+from blueprints.schemas import AdminCreateSchema, AdminUserSchema, GenerateLinkSchema, PageSchema, load
 from errors import APIError, Auth
-from gateway import identity
-from schemas import AdminCreateSchema, AdminUserSchema, GenerateLinkSchema, PageSchema, load
 
 bp = Blueprint("admin", __name__, url_prefix="/auth/v1/admin")
 

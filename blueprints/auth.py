@@ -2,14 +2,10 @@
 
 from flask import Blueprint, current_app, redirect, request
 
-import accounts
-import emails
-import sessions
-from accounts import string_id_for_sdks
-from errors import APIError, Auth
-from extensions import limiter
-from gateway import identity, requires_user
-from schemas import (
+from auth import accounts, emails, sessions
+from auth.accounts import string_id_for_sdks
+from blueprints.gateway import identity, requires_user
+from blueprints.schemas import (
     InviteSchema,
     OtpSchema,
     PasswordGrantSchema,
@@ -21,6 +17,8 @@ from schemas import (
     VerifySchema,
     load,
 )
+from errors import APIError, Auth
+from extensions import limiter
 
 bp = Blueprint("auth", __name__, url_prefix="/auth/v1")
 

@@ -11,12 +11,9 @@ from flask import Blueprint, Response, current_app, json, request
 from werkzeug.datastructures import MIMEAccept
 from werkzeug.http import parse_accept_header
 
-import openapi
-import policies
-import rows
-import rpc
+from blueprints.gateway import identity
 from errors import APIError, Rest, bad_body, bad_query
-from gateway import identity
+from rest import openapi, policies, rows, rpc
 from values import MAX_DEPTH, strict_json, text_value
 
 bp = Blueprint("rest", __name__, url_prefix="/rest/v1")

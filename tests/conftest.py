@@ -15,8 +15,8 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
-import tokens
 from app import create_app
+from auth import tokens
 from extensions import db
 from support import SECRET, Api, free_port, serve_app, stop_waitress
 

@@ -329,7 +329,7 @@ def test_deleted_user(api, app):
 
 
 def test_unexpected_failures_are_a_generic_500(api, app, monkeypatch, caplog):
-    import accounts
+    from auth import accounts
 
     def explode(row):
         raise RuntimeError("boom with secret detail")

@@ -7,7 +7,7 @@ import pymysql
 import pytest
 from sqlalchemy import text
 
-import tokens
+from auth import tokens
 from extensions import db
 from support import Api
 

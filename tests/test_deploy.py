@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 import config
-import server
-import tokens
+from auth import tokens
+from runtime import server
 from support import SECRET
 
 ROOT = Path(__file__).resolve().parent.parent

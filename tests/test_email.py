@@ -12,7 +12,7 @@ import pytest
 import sqlalchemy as sa
 from aiosmtpd.controller import Controller
 
-import tokens
+from auth import tokens
 from support import Api, assert_auth_error, free_port, serve_app
 
 SITE = "https://app.example.com"

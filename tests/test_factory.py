@@ -13,8 +13,8 @@ import pytest
 from sqlalchemy import create_engine, inspect, text
 
 import config
-import tokens
 from app import create_app
+from auth import tokens
 from extensions import db
 from models import users_table
 from support import SECRET, Api, assert_auth_error, assert_rest_error
@@ -181,7 +181,7 @@ def test_no_password_or_hash_in_logs_or_bodies(api, app, caplog, monkeypatch):
     api.sign_in(password="hunter2-secret")
     with app.app_context():
         stored = db.session.execute(users_table().select()).one().password
-    import accounts
+    from auth import accounts
 
     def explode(*args):
         raise RuntimeError("failure while handling hunter2-secret")

@@ -186,7 +186,7 @@ def test_an_unknown_address_costs_the_bcrypt_work_of_the_stored_hashes(legacy_db
     api = Api(app, anon_key)
     assert_auth_error(api.sign_in("nobody@example.com", "some-password"), 400, "invalid_credentials")
     with app.app_context():
+        from auth.passwords import hash_cost
         from extensions import state
-        from passwords import hash_cost
 
         assert state().dummy_cost == 10 and hash_cost(state().dummy_hash) == 10

@@ -5,7 +5,7 @@ import io
 import logging
 import time
 
-import logs
+from runtime import logs
 
 
 def record(message, *args, name="minibase.requests", level=logging.INFO):

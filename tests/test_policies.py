@@ -9,10 +9,10 @@ import pytest
 import sqlalchemy as sa
 
 import config
-import policies
+from blueprints.gateway import Identity
 from config import ConfigError
 from errors import APIError
-from gateway import Identity
+from rest import policies
 
 ANON = Identity("anon")
 USER = Identity("authenticated", user_id=7, session_id="s")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import requests
 
-import tokens
+from auth import tokens
 from support import SECRET, free_port
 
 ROOT = Path(__file__).resolve().parent.parent

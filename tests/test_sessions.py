@@ -8,7 +8,7 @@ import pytest
 import requests
 from sqlalchemy import func, select
 
-import tokens
+from auth import tokens
 from extensions import db
 from models import RefreshToken, Session
 from support import SECRET, Api, assert_auth_error

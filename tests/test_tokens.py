@@ -6,7 +6,7 @@ import json
 import jwt
 import pytest
 
-import tokens
+from auth import tokens
 from support import SECRET, Api, assert_auth_error, assert_rest_error
 
 

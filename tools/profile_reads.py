@@ -16,9 +16,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import bench  # noqa: E402
-import tokens  # noqa: E402
 from app import create_app  # noqa: E402
+from auth import tokens  # noqa: E402
+from tools import bench  # noqa: E402
 
 COUNT = int(next((a for a in sys.argv[1:] if a.isdigit()), "3000"))
 PROFILE = "--no-profile" not in sys.argv

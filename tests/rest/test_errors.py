@@ -8,7 +8,7 @@ import random
 import pytest
 import sqlalchemy as sa
 
-import tables
+from rest import tables
 from support import assert_rest_error
 
 

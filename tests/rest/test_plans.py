@@ -5,8 +5,8 @@ import functools
 
 import sqlalchemy as sa
 
-import tables
 from extensions import db, state
+from rest import tables
 from support import Api
 
 

@@ -4,9 +4,8 @@ of the auth endpoints."""
 from datetime import date, datetime, time
 from decimal import Decimal
 
-import policies
-import tables
 from errors import APIError
+from rest import policies, tables
 from values import is_tinyint_boolean, python_type
 
 METHODS = {"select": "get", "insert": "post", "update": "patch", "delete": "delete"}

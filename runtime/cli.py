@@ -4,9 +4,7 @@ import click
 from flask import current_app
 from flask.cli import with_appcontext
 
-import accounts
-import sessions
-import tokens
+from auth import accounts, sessions, tokens
 from errors import APIError
 from extensions import db
 from models import Session

@@ -9,12 +9,10 @@ from dataclasses import dataclass, field
 
 from sqlalchemy.exc import DBAPIError
 
-import embeds
 import filters
-import policies
-import tables
 from errors import APIError, Rest
 from extensions import db
+from rest import embeds, policies, tables
 from values import BadValue, body_value, json_rows
 
 log = logging.getLogger("minibase")

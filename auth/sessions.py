@@ -7,8 +7,8 @@ import uuid
 from flask import current_app
 from sqlalchemy import delete, select, update
 
-import tokens
-from connections import retrying
+from auth import tokens
+from database.connections import retrying
 from errors import (
     APIError,
     Auth,

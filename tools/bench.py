@@ -29,9 +29,11 @@ import bcrypt
 import requests
 import sqlalchemy as sa
 
-import tokens
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-ROOT = Path(__file__).resolve().parent
+from auth import tokens  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
 SECONDS = float(os.environ.get("BENCH_SECONDS", "5"))
 ROWS = int(os.environ.get("BENCH_ROWS", "20000"))
 BIG_ROWS = int(os.environ.get("BENCH_BIG_ROWS", "1000000"))
@@ -314,8 +316,8 @@ def sign_up(base, key):
 
 def query_plan(url, path):
     """The SQL minibase runs for `path`, and the database's plan for it."""
-    import connections
     from app import create_app
+    from database import connections
     from extensions import db
 
     workdir = Path(tempfile.mkdtemp(prefix="minibase-plan-"))

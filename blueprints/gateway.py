@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from flask import current_app, g, request
 from sqlalchemy import bindparam, select
 
-import connections
-import tokens
+from auth import tokens
+from database import connections
 from errors import APIError, Auth, bad_jwt, no_authorization, user_inactive, user_not_found
 from extensions import db, state
 from models import Profile, Session, user_columns, users_table

@@ -10,9 +10,17 @@ from limits import parse as parse_limit
 from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-import sessions
-import tokens
-from connections import retrying
+from auth import sessions, tokens
+from auth.passwords import (
+    MIN_LENGTH,
+    dummy_hash,
+    family,
+    hash_cost,
+    hash_password,
+    needs_rehash,
+    verify_password,
+)
+from database.connections import retrying
 from errors import (
     APIError,
     Auth,
@@ -38,15 +46,6 @@ from models import (
     user_object,
     user_query,
     users_table,
-)
-from passwords import (
-    MIN_LENGTH,
-    dummy_hash,
-    family,
-    hash_cost,
-    hash_password,
-    needs_rehash,
-    verify_password,
 )
 
 FAILED_SIGN_INS = parse_limit("10 per 15 minutes")

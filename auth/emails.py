@@ -18,11 +18,8 @@ from urllib.parse import quote, urlencode
 from flask import current_app
 from sqlalchemy import delete, select, update
 
-import accounts
-import mail
-import sessions
-import tokens
-from connections import retrying
+from auth import accounts, mail, sessions, tokens
+from database.connections import retrying
 from errors import APIError, Auth, user_banned, user_inactive, user_not_found, validation_failed
 from extensions import db, state
 from models import EmailSend, OneTimeToken, Profile, is_banned, load_user, upsert, user_object, users_table

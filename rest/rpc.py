@@ -15,11 +15,9 @@ import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 import filters
-import policies
-import rows
-import tables
 from errors import APIError, Rest
 from extensions import db
+from rest import policies, rows, tables
 from values import BadValue, json_value
 
 log = logging.getLogger("minibase")

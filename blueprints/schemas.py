@@ -6,8 +6,8 @@ from datetime import timedelta
 from flask import request
 from marshmallow import EXCLUDE, RAISE, Schema, ValidationError, fields, pre_load, validate
 
+from auth.passwords import MAX_BYTES
 from errors import APIError, Auth, validation_failed
-from passwords import MAX_BYTES
 from values import strict_json
 
 # GoTrue fields official clients may send to PUT /user that mean nothing here.

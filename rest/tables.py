@@ -14,11 +14,11 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from sqlalchemy.exc import NoSuchTableError
 
-import connections
 import filters
-import policies
+from database import connections
 from errors import APIError, Rest
 from extensions import db, state
+from rest import policies
 from values import json_rows, json_value, row_shape
 
 log = logging.getLogger("minibase")

@@ -17,10 +17,9 @@ from dataclasses import dataclass, field
 import sqlalchemy as sa
 
 import filters
-import policies
-import tables
 from errors import APIError, Rest
 from filters import EmbedItem, FilterError, SelectItem
+from rest import policies, tables
 from values import json_value
 
 

@@ -1,0 +1,1 @@
+"""The auth API's services: users, sessions, e-mail flows, tokens and passwords."""

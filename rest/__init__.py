@@ -1,0 +1,1 @@
+"""The table API's services: rows, embeds, functions, the access rules and the description."""

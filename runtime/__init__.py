@@ -1,0 +1,1 @@
+"""The process: serving with waitress, the request log, and the command line."""
