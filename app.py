@@ -64,7 +64,7 @@ def create_app(test_config=None):
     app.register_blueprint(rest.bp)
     responses.init_app(app)  # first registered, so its after_request sees the final response
     app.before_request(gateway.require_api_key)
-    app.after_request(connections.end_transaction)
+    app.after_request(responses.end_transaction)
     errors.register(app)
     cli.register(app)
     policies.init_app(app)

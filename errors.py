@@ -11,6 +11,8 @@ from flask import json, request
 from sqlalchemy.exc import DataError, OperationalError
 from werkzeug.exceptions import HTTPException
 
+from database.transactions import describe
+
 log = logging.getLogger("minibase")
 
 API_VERSION_HEADER = "X-Supabase-Api-Version"
@@ -252,16 +254,6 @@ def handle_http_exception(exc):
     return response
 
 
-def database_code(exc):
-    """The database's own error code of `exc` (MySQL's errno) and its class: for the log, which never
-    gets the database's text (it can quote the data, a password hash included)."""
-    orig = getattr(exc, "orig", exc)
-    args = getattr(orig, "args", ())
-    code = args[0] if args and isinstance(args[0], int) else None
-    name = type(orig).__name__
-    return f"{name} {code}" if code is not None else name
-
-
 def unavailable():
     """The 503 of a database that does not answer (stopped, frozen, too slow, connection lost)."""
     code = Rest.DATABASE_UNAVAILABLE if which_api() == "rest" else Auth.DATABASE_UNAVAILABLE
@@ -272,12 +264,12 @@ def handle_unexpected(exc):
     """Anything else: a 503 when the database does not answer, else a logged, generic 500."""
     rest = which_api() == "rest"
     if isinstance(exc, OperationalError):
-        log.error("database unavailable on %s %s: %s", request.method, request.path, database_code(exc))
+        log.error("database unavailable on %s %s: %s", request.method, request.path, describe(exc))
         return unavailable()
     if isinstance(exc, DataError):
         # A value the database refused (too long, a character its charset lacks) that no check above
         # caught: the client's doing, so a 400, named by the database's code only in the log.
-        log.warning("database refused a value on %s %s: %s", request.method, request.path, database_code(exc))
+        log.warning("database refused a value on %s %s: %s", request.method, request.path, describe(exc))
         code = Rest.INVALID_TEXT if rest else Auth.VALIDATION_FAILED
         return render(APIError(400, code, "A value does not fit its column"))
     log.exception("unexpected error on %s %s", request.method, request.path)

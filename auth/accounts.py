@@ -20,7 +20,7 @@ from auth.passwords import (
     needs_rehash,
     verify_password,
 )
-from database.connections import retrying
+from database.transactions import transactional
 from errors import (
     APIError,
     Auth,
@@ -169,7 +169,7 @@ def user_already_exists():
     return APIError(422, Auth.USER_ALREADY_EXISTS, "User already registered")
 
 
-@retrying
+@transactional
 def sign_up(email, password, data):
     if config("DISABLE_SIGNUP"):
         raise APIError(422, Auth.SIGNUP_DISABLED, "Signups not allowed for this instance")
@@ -237,7 +237,7 @@ def unknown_user_hash():
     return cache.dummy_hash
 
 
-@retrying
+@transactional
 def sign_in(email, password):
     found = find_credentials(email)
     failures = FailedSignIns(email, found)
@@ -273,7 +273,7 @@ def current_user(user_id):
     return user_object(row)
 
 
-@retrying
+@transactional
 def update_user(who, fields):
     """PATCH/PUT /user: flat fields win over the same keys in `data`; a new password ends the
     user's other sessions."""
@@ -381,7 +381,7 @@ def admin_list_users(page, per_page):
     return [user_object(row) for row in rows], total
 
 
-@retrying
+@transactional
 def admin_create_user(fields):
     active = fields.pop("active", True)
     data = {**(fields.pop("user_metadata", None) or {}), **(fields.pop("data", None) or {})}
@@ -395,7 +395,7 @@ def admin_create_user(fields):
     return admin_get_user(user_id)
 
 
-@retrying
+@transactional
 def admin_update_user(user_id, fields):
     """PUT /admin/users/{id}: profile fields, password (ending every session), `active`,
     `ban_duration` and `app_metadata`."""
@@ -431,7 +431,7 @@ def _administer(user_id, fields):
     upsert(Profile.__table__, profile, ["user_id"])
 
 
-@retrying
+@transactional
 def admin_delete_user(user_id):
     """Delete the user's row, profile and sessions."""
     admin_get_user(user_id)

@@ -19,7 +19,7 @@ from flask import current_app
 from sqlalchemy import delete, select, update
 
 from auth import accounts, mail, sessions, tokens
-from database.connections import retrying
+from database.transactions import transactional
 from errors import APIError, Auth, user_banned, user_inactive, user_not_found, validation_failed
 from extensions import db, state
 from models import EmailSend, OneTimeToken, Profile, is_banned, load_user, upsert, user_object, users_table
@@ -163,7 +163,7 @@ def _new_user(email, data, password=None, unconfirmed=False):
 # --- the flows
 
 
-@retrying
+@transactional
 def sign_up_unconfirmed(email, password, data, redirect_to):
     """Sign-up with MAILER_AUTOCONFIRM off: the user, no session, and a confirmation mail."""
     throttle(email)
@@ -174,7 +174,7 @@ def sign_up_unconfirmed(email, password, data, redirect_to):
     return user_object(load_user(user_id))
 
 
-@retrying
+@transactional
 def recover(email, redirect_to):
     """Mail a recovery link and code to a known, active address; the same answer, in about the same
     time, for an unknown one."""
@@ -199,7 +199,7 @@ def _take_as_long_as_a_send(started):
         time.sleep(remaining)
 
 
-@retrying
+@transactional
 def magic_link(email, create_user, data, redirect_to):
     """POST /otp: mail a magic link and code, signing the address up first when asked."""
     throttle(email)
@@ -221,7 +221,7 @@ def magic_link(email, create_user, data, redirect_to):
     return {}
 
 
-@retrying
+@transactional
 def resend(kind, email, redirect_to):
     """Send a sign-up's confirmation, or an address change's, again (200 {} whatever the address)."""
     throttle(email)
@@ -251,7 +251,7 @@ def change_email(user_id, new_email, redirect_to):
     send("email_change", user_id, new_email, redirect_to)
 
 
-@retrying
+@transactional
 def update_user_confirming_email(who, fields, redirect_to):
     """PATCH /user with MAILER_AUTOCONFIRM off: every other field changes now, the address only when
     the link mailed to it is followed."""
@@ -270,7 +270,7 @@ def _row(user_id):
     return row
 
 
-@retrying
+@transactional
 def verify(kind, token_hash=None, email=None, code=None):
     """Redeem a link token (`token_hash`) or an address's code for a session."""
     purposes = VERIFY_TYPES.get(kind)
@@ -358,7 +358,7 @@ def redirect_after_verify(kind, token, redirect_to):
 # --- administration
 
 
-@retrying
+@transactional
 def generate_link(kind, email, password=None, data=None, redirect_to=None):
     """POST /admin/generate_link: the user (made for signup and invite when new) and a link and code
     for them, returned rather than sent."""
@@ -388,7 +388,7 @@ def generate_link(kind, email, password=None, data=None, redirect_to=None):
     }
 
 
-@retrying
+@transactional
 def invite(email, data, redirect_to):
     """POST /invite: a new user, who accepts by following the mailed link."""
     if accounts.find_credentials(email) is not None:

@@ -8,7 +8,7 @@ from flask import current_app
 from sqlalchemy import delete, select, update
 
 from auth import tokens
-from database.connections import retrying
+from database.transactions import transactional
 from errors import (
     APIError,
     Auth,
@@ -103,7 +103,7 @@ def session_object(row, session, refresh):
 # --- refreshing
 
 
-@retrying
+@transactional
 def refresh(token):
     """Rotate a refresh token: single use, a grace interval (REFRESH_TOKEN_REUSE_INTERVAL) for racing
     retries, and a reuse after it revokes the whole session as theft."""
@@ -178,7 +178,7 @@ def end(*conditions):
         db.session.execute(delete(Session).where(Session.id.in_(doomed)))
 
 
-@retrying
+@transactional
 def sign_out(who, scope):
     """End the caller's session (`local`), their other sessions (`others`) or all of them (`global`)."""
     if scope not in LOGOUT_SCOPES:

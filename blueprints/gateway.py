@@ -8,7 +8,7 @@ from flask import current_app, g, request
 from sqlalchemy import bindparam, select
 
 from auth import tokens
-from database import connections
+from database import transactions
 from errors import APIError, Auth, bad_jwt, no_authorization, user_inactive, user_not_found
 from extensions import db, state
 from models import Profile, Session, user_columns, users_table
@@ -81,7 +81,7 @@ def identify(token):
     # A read of its own, prepared once and ended at once, on a pooled connection: no ORM session for
     # a request that needs none (GET /user), and a write that follows starts its transaction at its
     # first statement.
-    found = connections.run(db.engine, {"session_id": claims["session_id"]}, prepared_session_user())[0]
+    found = transactions.prepared({"session_id": claims["session_id"]}, prepared_session_user())[0]
     row = found[0] if found else None
     if row is None:
         raise APIError(401, Auth.SESSION_NOT_FOUND, "Session from session_id claim in JWT does not exist")
@@ -96,7 +96,7 @@ def identify(token):
 
 def prepared_session_user():
     """One round trip: a session, and its user with the profile /auth/v1/user answers with. Prepared
-    once per users table (connections.Prepared): every bearer token runs it."""
+    once per users table (database.transactions.prepare): every bearer token runs it."""
     cache, users = state(), users_table()
     if cache.session_user is None or cache.session_user[0] is not users:
         query = (
@@ -106,7 +106,7 @@ def prepared_session_user():
             .outerjoin(Profile, Profile.user_id == Session.user_id)
             .where(Session.id == bindparam("session_id", required=True))
         )
-        cache.session_user = (users, connections.prepare(query, db.engine))
+        cache.session_user = (users, transactions.prepare(query, db.engine))
     return cache.session_user[1]
 
 

@@ -5,7 +5,11 @@ import logging
 import time
 from urllib.parse import parse_qsl, urlencode
 
-from flask import g, request
+from flask import current_app, g, request
+from sqlalchemy.exc import DBAPIError
+
+from database import transactions
+from errors import unavailable
 
 log = logging.getLogger("minibase.requests")
 
@@ -53,3 +57,19 @@ def init_app(app):
     app.before_request(start_clock)
     app.after_request(log_request)
     app.after_request(secure_headers)
+
+
+def end_transaction(response):
+    """after_request: end the request's transaction (a read's included) while errors still become
+    JSON: a connection that dies here gives the documented 503, not a bare 500 from teardown."""
+    try:
+        transactions.end_session()
+    except DBAPIError as exc:
+        log.error(
+            "database unavailable at the end of %s %s: %s",
+            request.method,
+            request.path,
+            transactions.describe(exc),
+        )
+        return current_app.make_response(unavailable())
+    return response

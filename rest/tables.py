@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import NoSuchTableError
 
 import filters
-from database import connections
+from database import transactions
 from errors import APIError, Rest
 from extensions import db, state
 from rest import policies
@@ -296,7 +296,7 @@ class Plan:
     """A read's statements, prepared once for every request of its shape: the page's SELECT and the
     count under the same WHERE, with the filters' values, the owner's id and the paging as named
     parameters that each request passes (`read_plan`), and the select items the rows are shaped by.
-    `prepared` holds both statements compiled for the DBAPI (connections.Prepared), or None when
+    `prepared` holds both statements compiled for the DBAPI (database.transactions.prepare), or None when
     their SQL depends on the values (an `in` list): those run through SQLAlchemy."""
 
     rows: object
@@ -348,8 +348,8 @@ def _plan(table, query, grant, offset, limit):
     if limit is not None:
         rows = rows.limit(sa.bindparam("limit", type_=sa.Integer, required=True))
     count = _where(sa.select(sa.func.count()).select_from(table), where)
-    prepared = [connections.prepare(statement, db.engine, named=False) for statement in (rows, count)]
-    return Plan(rows, count, items, row_shape(table, items), tuple(prepared) if all(prepared) else None)
+    compiled = [transactions.prepare(statement, db.engine, named=False) for statement in (rows, count)]
+    return Plan(rows, count, items, row_shape(table, items), tuple(compiled) if all(compiled) else None)
 
 
 def run_plan(plan, values, rows=True, count=False):
@@ -359,7 +359,7 @@ def run_plan(plan, values, rows=True, count=False):
         found = execute(plan.rows, values).all() if rows else None
         return found, execute(plan.count, values).scalar() if count else None
     asked = [statement for statement, wanted in zip(plan.prepared, (rows, count), strict=True) if wanted]
-    results = iter(connections.run(db.engine, values, *asked))
+    results = iter(transactions.prepared(values, *asked))
     found = next(results) if rows else None
     return found, next(results)[0][0] if count else None
 

@@ -1,0 +1,310 @@
+"""The one way minibase runs a transaction, on both APIs: begin, commit or roll back, and try the
+whole unit of work again when the database refused it only because of another transaction.
+
+- `write(work, *args)`: `work` runs on the request's session and is committed when it returns,
+  rolled back when it raises. Nothing below it commits.
+- `read(work, *args, read_only=False)`: the same, always rolled back; `read_only` makes the
+  database refuse any change (SQLite's query_only, MySQL's READ ONLY transaction).
+- `prepared(values, *statements)`: reads compiled once (`prepare`) and run straight on a pooled
+  DBAPI connection, the hottest path (a table read's plan, the bearer token's session and user):
+  SQLAlchemy's per-execution work (an execution context, a result object, events) costs several
+  times the statement itself there. Values stay bound parameters, converted by the same bind and
+  result processors SQLAlchemy uses; errors come out as SQLAlchemy's.
+- `end_session()`: the end of every request's session, a read's included.
+
+A unit is tried again, from its first statement, after a deadlock or a lock wait that timed out
+(MySQL 1213, 1205; on a Galera cluster a write that lost certification at COMMIT is reported as
+1213 too) and after a connection lost before COMMIT was sent. A connection lost during COMMIT is
+never retried: the commit may have happened. Past ATTEMPTS the error goes on, a 503. Attempts are
+spaced by a random, growing pause, so that writers who collided do not collide again in step.
+
+A unit that starts inside another joins it: only the outermost commits. `CommitAndRaise` ends a
+unit with an error after committing what it wrote (a counted failure, a revoked session)."""
+
+import contextvars
+import functools
+import logging
+import math
+import random
+import time
+from collections import namedtuple
+from dataclasses import dataclass, field
+
+from sqlalchemy.exc import DBAPIError
+
+from extensions import db
+
+log = logging.getLogger("minibase")
+
+ATTEMPTS = 5
+FIRST_PAUSE = 0.01  # seconds; doubled after each attempt, and drawn at random up to that
+RETRYABLE_CODES = frozenset({1205, 1213})  # MySQL/MariaDB: lock wait timeout, deadlock
+
+_inside = contextvars.ContextVar("minibase_transaction", default=False)
+
+
+class CommitAndRaise(Exception):  # noqa: N818 (a signal to the helper, not an error of its own)
+    """Raised by a unit of work to commit what it wrote, then answer `error`."""
+
+    def __init__(self, error):
+        super().__init__(error)
+        self.error = error
+
+
+def error_code(exc):
+    """The database's own error number of a DBAPIError (MySQL's errno), or None."""
+    args = getattr(getattr(exc, "orig", exc), "args", ())
+    return args[0] if args and isinstance(args[0], int) else None
+
+
+def describe(exc):
+    """The database error's class and number, for a log line: never its text, which can quote the
+    data (a password hash included)."""
+    orig = getattr(exc, "orig", exc)
+    code = error_code(exc)
+    name = type(orig).__name__
+    return f"{name} {code}" if code is not None else name
+
+
+def retryable(exc, committing=False):
+    """Whether a unit that failed with `exc` may simply run again."""
+    if not isinstance(exc, DBAPIError):
+        return False
+    if error_code(exc) in RETRYABLE_CODES:
+        return True
+    return exc.connection_invalidated and not committing
+
+
+def pause(attempt):
+    """How long to wait before attempt `attempt + 1`: random, up to FIRST_PAUSE * 2**(attempt-1)."""
+    return random.uniform(0, FIRST_PAUSE * 2 ** (attempt - 1))
+
+
+def write(work, *args, **kwargs):
+    """`work(*args, **kwargs)` as one committed transaction; its result."""
+    return _run(work, args, kwargs, commit=True, read_only=False)
+
+
+def read(work, *args, read_only=False, **kwargs):
+    """`work(*args, **kwargs)` as one transaction that is rolled back; its result."""
+    return _run(work, args, kwargs, commit=False, read_only=read_only)
+
+
+def transactional(work):
+    """A function whose every call is one committed transaction (`write`)."""
+
+    @functools.wraps(work)
+    def wrapped(*args, **kwargs):
+        return write(work, *args, **kwargs)
+
+    return wrapped
+
+
+def _run(work, args, kwargs, commit, read_only):
+    if _inside.get():
+        return work(*args, **kwargs)  # part of the unit already running: it commits or not
+    token = _inside.set(True)
+    try:
+        for attempt in range(1, ATTEMPTS + 1):
+            committing = False
+            try:
+                db.session.rollback()  # what the request read before is over: a fresh snapshot
+                with _read_only(read_only):
+                    result = work(*args, **kwargs)
+                committing = True
+                db.session.commit() if commit else db.session.rollback()
+                return result
+            except CommitAndRaise as stop:
+                db.session.commit()
+                raise stop.error from None
+            except DBAPIError as exc:
+                db.session.rollback()
+                if attempt == ATTEMPTS or not retryable(exc, committing):
+                    raise
+                log.info("%s: %s, trying again (attempt %d)", work.__name__, describe(exc), attempt + 1)
+                time.sleep(pause(attempt))
+            except BaseException:
+                db.session.rollback()
+                raise
+        raise AssertionError("unreachable")
+    finally:
+        _inside.reset(token)
+
+
+class _read_only:
+    """While open, the session's transaction may not change data."""
+
+    def __init__(self, enabled):
+        self.sqlite = None
+        self.enabled = enabled
+
+    def __enter__(self):
+        if not self.enabled:
+            return self
+        connection = db.session.connection()
+        if connection.dialect.name == "sqlite":
+            self.sqlite = connection.connection.dbapi_connection
+            self.sqlite.execute("PRAGMA query_only = ON")
+        else:
+            connection.exec_driver_sql("SET TRANSACTION READ ONLY")
+        return self
+
+    def __exit__(self, *exc):
+        if self.sqlite is not None:  # before the rollback hands the connection back to the pool
+            self.sqlite.execute("PRAGMA query_only = OFF")
+        return False
+
+
+def prepared(values, *statements):
+    """The rows of each compiled statement of `statements`, with `values`, in one transaction on a
+    pooled connection that goes back to the pool at once; tried again on a lost connection."""
+    for attempt in range(1, ATTEMPTS + 1):
+        try:
+            return run_prepared(db.engine, values, *statements)
+        except DBAPIError as exc:
+            if attempt == ATTEMPTS or not retryable(exc):
+                raise
+            time.sleep(pause(attempt))
+    raise AssertionError("unreachable")
+
+
+def end_session():
+    """End the request's transaction, a read's included, and return its connection to the pool. A
+    DBAPIError here means the connection died: it is invalidated (never handed out again) and the
+    error goes on."""
+    if not db.session.registry.has():
+        return  # the request never used the database: no session to make only to close it
+    try:
+        db.session.close()
+    except Exception:
+        db.session().invalidate()
+        raise
+
+
+# --- compiled reads, and SQLite's statement deadline
+
+
+class Deadline:
+    """A SQLite connection's time limit on its running statement: SQLite has no statement timeout of
+    its own, so the connection's progress handler asks `passed` and interrupts the statement."""
+
+    def __init__(self, seconds):
+        self.seconds = seconds
+        self.at = math.inf
+
+    def start(self):
+        """A statement starts now: it may run for `seconds`."""
+        self.at = time.monotonic() + self.seconds
+
+    def passed(self):
+        return time.monotonic() > self.at
+
+
+@dataclass
+class Prepared:
+    """A SELECT compiled once for the engine's dialect; `prepare` makes one."""
+
+    sql: str
+    positions: tuple | None  # parameter names in the order a positional paramstyle takes them
+    binds: dict  # name of a parameter each execution passes -> its bind processor, or None
+    constants: dict  # name of a parameter with a value of its own -> that value, processed
+    types: tuple  # the result columns' types
+    row: type | None  # the named tuple a row becomes; None: rows stay plain tuples
+    results: dict = field(default_factory=dict)  # cursor.description's type codes -> processors
+
+
+def prepare(statement, engine, named=True):
+    """`statement` as a Prepared for `engine`, or None when its SQL depends on its values (an
+    expanding IN list): such statements go through SQLAlchemy. Its parameters that were made
+    `required` take each execution's values; any other keeps the value it was built with. Rows are
+    named tuples of the columns' keys when `named`, else plain tuples."""
+    dialect = engine.dialect
+    compiled = statement.compile(dialect=dialect)
+    if compiled.post_compile_params or compiled.literal_execute_params:
+        return None
+    binds, constants = {}, {}
+    for bind, name in compiled.bind_names.items():
+        process = bind.type.dialect_impl(dialect).bind_processor(dialect)
+        if bind.required:
+            binds[name] = process
+        else:
+            value = bind.effective_value
+            constants[name] = value if process is None else process(value)
+    columns = list(statement.selected_columns)
+    positions = tuple(compiled.positiontup) if compiled.positional else None
+    row = namedtuple("Row", [column.key for column in columns], rename=True) if named else None
+    types = tuple(column.type for column in columns)
+    return Prepared(compiled.string, positions, binds, constants, types, row)
+
+
+def run_prepared(engine, values, *statements):
+    """The rows of each Prepared of `statements`, all with `values` (a dict holding every parameter
+    they name), in one transaction on a pooled connection that goes back to the pool at once.
+    Errors are SQLAlchemy's, as Connection.execute raises them: a lost connection is invalidated
+    and raised as an OperationalError (the 503), a statement the database refused as its DBAPIError."""
+    dialect = engine.dialect
+    results = []
+    connection = cursor = statement = parameters = None
+    try:
+        connection = engine.raw_connection()
+        deadline = connection.info.get("deadline")
+        cursor = connection.cursor()
+        for statement in statements:
+            parameters = bound_parameters(statement, values)
+            if deadline is not None:
+                deadline.start()
+            cursor.execute(statement.sql, parameters)
+            results.append(_rows(statement, cursor.fetchall(), cursor.description, dialect))
+        cursor.close()
+    except dialect.loaded_dbapi.Error as exc:
+        lost = connection is not None and dialect.is_disconnect(exc, connection.dbapi_connection, cursor)
+        if lost:
+            connection.invalidate(exc)
+        raise DBAPIError.instance(
+            getattr(statement, "sql", None), parameters, exc, dialect.loaded_dbapi.Error,
+            hide_parameters=engine.hide_parameters, connection_invalidated=lost, dialect=dialect,
+        ) from exc  # fmt: skip
+    finally:
+        if connection is not None:
+            connection.close()  # back to the pool, rolled back
+    return results
+
+
+def bound_parameters(statement, values):
+    """What the DBAPI takes for `statement`: its parameters' values through their bind processors,
+    as a dict or, for a positional paramstyle, a tuple. A value missing is a KeyError: a bug."""
+    processed = {
+        name: values[name] if process is None else process(values[name])
+        for name, process in statement.binds.items()
+    }
+    processed.update(statement.constants)
+    return (
+        processed if statement.positions is None else tuple([processed[name] for name in statement.positions])
+    )
+
+
+def _rows(statement, found, description, dialect):
+    processors = _result_processors(statement, description, dialect)
+    if any(processors):
+        found = [
+            tuple(
+                [
+                    value if process is None else process(value)
+                    for process, value in zip(processors, row, strict=True)
+                ]
+            )
+            for row in found
+        ]
+    return found if statement.row is None else [statement.row._make(row) for row in found]
+
+
+def _result_processors(prepared, description, dialect):
+    """The result processors for a cursor's columns, worked out once per set of type codes."""
+    codes = tuple(column[1] for column in description)
+    processors = prepared.results.get(codes)
+    if processors is None:
+        processors = prepared.results[codes] = [
+            kind.dialect_impl(dialect).result_processor(dialect, code)
+            for kind, code in zip(prepared.types, codes, strict=True)
+        ]
+    return processors
