@@ -5,7 +5,6 @@ from flask import Flask
 from werkzeug.middleware.proxy_fix import ProxyFix
 
 import config
-import errors
 from auth import mail
 from blueprints import gateway, responses
 from database import connections
@@ -62,10 +61,8 @@ def create_app(test_config=None):
     app.register_blueprint(auth.bp)
     app.register_blueprint(admin.bp)
     app.register_blueprint(rest.bp)
-    responses.init_app(app)  # first registered, so its after_request sees the final response
-    app.before_request(gateway.require_api_key)
-    app.after_request(responses.end_transaction)
-    errors.register(app)
+    gateway.init_app(app)
+    responses.register(app)
     cli.register(app)
     policies.init_app(app)
 

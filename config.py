@@ -8,6 +8,7 @@ import secrets
 from pathlib import Path
 
 from dotenv import dotenv_values
+from flask import current_app
 
 ROOT = Path(__file__).resolve().parent
 INSTANCE = ROOT / "instance"
@@ -98,6 +99,11 @@ VARIABLES = {
     "EMAIL_RATE_LIMIT": ("60", _integer),
     "EMAIL_TEMPLATES": (None, _text),
 }
+
+
+def setting(name):
+    """A setting of the running app, as create_app derived it from the variables above."""
+    return current_app.config[name]
 
 
 def from_environment(environ=None):

@@ -1,22 +1,6 @@
-"""One error type, its codes in one place, and the body each API promises for it.
-
-The auth API's codes are GoTrue's snake_case `error_code`s. The table API's codes are what
-PostgREST sends: a PostgreSQL SQLSTATE or one of PostgREST's own `PGRST…` codes. An official SDK
-reads them as a string `code`; a plain client gets the HTTP status as an integer `code`
-(docs/errors.md)."""
-
-import logging
-
-from flask import json, request
-from sqlalchemy.exc import DataError, OperationalError
-from werkzeug.exceptions import HTTPException
-
-from database.transactions import describe
-
-log = logging.getLogger("minibase")
-
-API_VERSION_HEADER = "X-Supabase-Api-Version"
-SDK_NAMES = ("supabase-js", "supabase-py", "postgrest-py", "postgrest-js", "supabase-")
+"""One error type and its codes in one place. The auth API's codes are GoTrue's snake_case
+`error_code`s; the table API's are what PostgREST sends: a PostgreSQL SQLSTATE or one of PostgREST's
+own `PGRST…` codes. blueprints/responses.py renders them in the body each API promises."""
 
 
 class Auth:
@@ -78,7 +62,6 @@ class Rest:
     UNEXPECTED = "PGRST000"
     TOO_LARGE = "PGRST413"
     RATE_LIMITED = "PGRST429"
-    NO_API_KEY = "PGRST301"
     UNIQUE_VIOLATION = "23505"
     FOREIGN_KEY_VIOLATION = "23503"
     NOT_NULL_VIOLATION = "23502"
@@ -153,132 +136,3 @@ def bad_query(message, hint=None):
 
 def bad_body(message, hint=None):
     return APIError(400, Rest.BAD_BODY, message, hint=hint)
-
-
-# --- rendering
-
-# Codes for an HTTP error that no view raised itself (routing, size, rate limits).
-HTTP_ERROR_CODES = {
-    400: (Auth.BAD_REQUEST, Rest.BAD_QUERY),
-    404: (Auth.NOT_FOUND, Rest.NOT_FOUND),
-    405: (Auth.METHOD_NOT_ALLOWED, Rest.METHOD_NOT_ALLOWED),
-    406: (Auth.NOT_ACCEPTABLE, Rest.NOT_ACCEPTABLE),
-    413: (Auth.REQUEST_TOO_LARGE, Rest.TOO_LARGE),
-    415: (Auth.UNSUPPORTED_MEDIA_TYPE, Rest.BAD_BODY),
-    429: (Auth.OVER_REQUEST_RATE_LIMIT, Rest.RATE_LIMITED),
-}
-
-
-def api_version():
-    """The GoTrue API version an official client asked for, or None for a plain client."""
-    return request.headers.get(API_VERSION_HEADER) or None
-
-
-def official_sdk():
-    """Whether a table API request comes from an official SDK, which wants PostgREST's string codes."""
-    if "Accept-Profile" in request.headers or "Content-Profile" in request.headers:
-        return True
-    info = request.headers.get("X-Client-Info", "")
-    return info.startswith(SDK_NAMES)
-
-
-def echo_api_version(response):
-    """after_request: tell an official client which auth API version answered."""
-    if api_version() and request.path.startswith("/auth/"):
-        response.headers[API_VERSION_HEADER] = api_version()
-    return response
-
-
-def which_api(error=None):
-    if error is not None and error.api:
-        return error.api
-    return "auth" if request.path.startswith("/auth/") else "rest"
-
-
-def render(error):
-    """The body for `error` in the shape of the API it belongs to."""
-    if which_api(error) == "auth":
-        if api_version():
-            body = {"code": error.error_code, "message": error.message, **error.extra}
-        else:
-            body = {
-                "code": error.status,
-                "error_code": error.error_code,
-                "msg": error.message,
-                "message": error.message,
-            }
-    else:
-        body = {
-            "message": error.message,
-            "code": error.error_code if official_sdk() else error.status,
-            "hint": error.hint,
-            "details": error.details,
-        }
-    return body, error.status, error.headers
-
-
-# Supabase services minibase does not provide, by path prefix.
-NOT_PROVIDED = {
-    "/storage/v1": "Storage",
-    "/realtime/v1": "Realtime",
-    "/functions/v1": "Edge Functions",
-    "/graphql/v1": "GraphQL",
-}
-
-
-def not_found(path):
-    """The code and message of a 404 for a path no route serves, saying what minibase provides."""
-    for prefix, service in NOT_PROVIDED.items():
-        if path == prefix or path.startswith(prefix + "/"):
-            return Rest.NOT_FOUND, f"minibase does not provide Supabase {service} ({prefix})"
-    if path.startswith("/rest/v1/rpc/"):
-        name = path.removeprefix("/rest/v1/rpc/")
-        return Rest.FUNCTION_NOT_FOUND, f"Could not find the function {name}"
-    if path.startswith("/auth/v1/"):
-        return Auth.NOT_FOUND, f"minibase's auth API has no endpoint {path}"
-    return Rest.NOT_FOUND, f"Not found: {path} (minibase serves /auth/v1 and /rest/v1)"
-
-
-def handle_http_exception(exc):
-    """Werkzeug's errors (404, 405, 413, 429, …) in our shape, keeping headers such as Allow."""
-    response = exc.get_response()
-    auth_code, rest_code = HTTP_ERROR_CODES.get(exc.code, (Auth.BAD_REQUEST, Rest.BAD_QUERY))
-    code = auth_code if which_api() == "auth" else rest_code
-    message = exc.description if exc.code != 429 else "Too many requests, try again later"
-    if exc.code == 404:
-        code, message = not_found(request.path[:200])
-    body, status, _ = render(APIError(exc.code, code, message))
-    response.set_data(json.dumps(body))
-    response.mimetype = "application/json"
-    response.status_code = status
-    return response
-
-
-def unavailable():
-    """The 503 of a database that does not answer (stopped, frozen, too slow, connection lost)."""
-    code = Rest.DATABASE_UNAVAILABLE if which_api() == "rest" else Auth.DATABASE_UNAVAILABLE
-    return render(APIError(503, code, "The database is not answering, try again later"))
-
-
-def handle_unexpected(exc):
-    """Anything else: a 503 when the database does not answer, else a logged, generic 500."""
-    rest = which_api() == "rest"
-    if isinstance(exc, OperationalError):
-        log.error("database unavailable on %s %s: %s", request.method, request.path, describe(exc))
-        return unavailable()
-    if isinstance(exc, DataError):
-        # A value the database refused (too long, a character its charset lacks) that no check above
-        # caught: the client's doing, so a 400, named by the database's code only in the log.
-        log.warning("database refused a value on %s %s: %s", request.method, request.path, describe(exc))
-        code = Rest.INVALID_TEXT if rest else Auth.VALIDATION_FAILED
-        return render(APIError(400, code, "A value does not fit its column"))
-    log.exception("unexpected error on %s %s", request.method, request.path)
-    code = Rest.UNEXPECTED if rest else Auth.UNEXPECTED_FAILURE
-    return render(APIError(500, code, "Unexpected failure, please try again"))
-
-
-def register(app):
-    app.after_request(echo_api_version)
-    app.register_error_handler(APIError, render)
-    app.register_error_handler(HTTPException, handle_http_exception)
-    app.register_error_handler(Exception, handle_unexpected)

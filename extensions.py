@@ -36,10 +36,11 @@ class Minibase:
     policies: dict = field(default_factory=dict)  # table name -> policies.Policy, from tables.toml
     functions: dict = field(default_factory=dict)  # function name -> policies.Function, from tables.toml
     users: object = None  # the users table, reflected on first use
-    session_user: tuple | None = None  # (users table, gateway.prepared_session_user over it)
+    session_user: tuple | None = None  # (users table, auth.identity.prepared_session_user over it)
     email_is_unique: bool = True  # whether a unique index on users.email guards sign-ups
     send_seconds: float = 0.05  # how long a recovery mail takes to send, on average (emails.recover)
     schema: Schema = field(default_factory=Schema)
+    mail_templates: object = None  # the e-mails' Jinja environment (auth.mail.templates)
 
 
 def state():

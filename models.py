@@ -3,7 +3,6 @@ the auth API shows them."""
 
 import logging
 
-from flask import current_app
 from sqlalchemy import (
     JSON,
     BigInteger,
@@ -22,7 +21,8 @@ from sqlalchemy import (
 from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.orm import Mapped, mapped_column
 
-from auth import tokens
+import clock
+from config import setting
 from extensions import db, state
 
 log = logging.getLogger("minibase")
@@ -146,7 +146,7 @@ def users_table():
     """The users table as it is in the database, reflected once per app."""
     cache = state()
     if cache.users is None:
-        name = current_app.config["USERS_TABLE"]
+        name = setting("USERS_TABLE")
         table = Table(name, MetaData(), autoload_with=db.engine)
         missing = [c for c in USER_COLUMNS if c not in table.c]
         if missing:
@@ -242,7 +242,7 @@ def load_user(user_id):
 
 def is_banned(banned_until):
     """Whether a ban ending at `banned_until` (naive UTC, or None) is still on."""
-    return banned_until is not None and banned_until > tokens.utcnow()
+    return banned_until is not None and banned_until > clock.utcnow()
 
 
 def timestamp(value):

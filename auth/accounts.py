@@ -5,12 +5,12 @@ import hashlib
 from collections import Counter
 from datetime import timedelta
 
-from flask import current_app
 from limits import parse as parse_limit
 from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from auth import sessions, tokens
+import clock
+from auth import sessions
 from auth.passwords import (
     MIN_LENGTH,
     dummy_hash,
@@ -20,18 +20,18 @@ from auth.passwords import (
     needs_rehash,
     verify_password,
 )
-from database.transactions import transactional
+from config import setting
+from database.transactions import CommitAndRaise, transactional
 from errors import (
     APIError,
     Auth,
-    api_version,
     invalid_credentials,
     user_banned,
     user_inactive,
     user_not_found,
     validation_failed,
 )
-from extensions import client_ip, db, limiter, state
+from extensions import db, limiter, state
 from models import (
     METADATA_COLUMNS,
     PROFILE_FIELDS,
@@ -51,10 +51,6 @@ from models import (
 FAILED_SIGN_INS = parse_limit("10 per 15 minutes")
 PASSWORD_CHANGES = parse_limit("30 per 5 minutes")  # each costs a bcrypt hash
 MAX_DUMMY_COST = 16  # a stored hash of absurd cost must not make every unknown address that slow
-
-
-def config(name):
-    return current_app.config[name]
 
 
 # --- reading users
@@ -120,18 +116,17 @@ def create_user(email, password, data):
         if columns.get(name) is None:
             columns[name] = ""
     check_lengths({**columns, "email": email}, about)
-    now = tokens.utcnow()
+    now = clock.utcnow()
     values = {
         **columns,
         "email": email,
-        "password": hash_password(password, config("BCRYPT_ROUNDS")),
+        "password": hash_password(password, setting("BCRYPT_ROUNDS")),
         "active": 1,
         "joined": now,
     }
     try:
         user_id = db.session.execute(insert(users).values(values)).inserted_primary_key[0]
     except IntegrityError:
-        db.session.rollback()
         raise user_already_exists() from None
     profile = {"user_id": user_id, "about": about, "extra": extra or None, "updated_at": now}
     upsert(Profile.__table__, profile, ["user_id"])
@@ -171,7 +166,7 @@ def user_already_exists():
 
 @transactional
 def sign_up(email, password, data):
-    if config("DISABLE_SIGNUP"):
+    if setting("DISABLE_SIGNUP"):
         raise APIError(422, Auth.SIGNUP_DISABLED, "Signups not allowed for this instance")
     user_id = create_user(email, password, data)
     return sessions.start(user_id)
@@ -183,43 +178,39 @@ class FailedSignIns:
     the limit would still answer the guess. The account is the user found, so that variants of one
     address share its count; for no user, the address itself."""
 
-    def __init__(self, email, found):
+    def __init__(self, email, found, ip):
         account = f"user:{found.user_id}" if found is not None else f"email:{email}"
-        self.key = hashlib.sha256(f"{client_ip()}|{account}".encode()).hexdigest()
-        self.enabled = config("RATE_LIMITS")
+        self.key = hashlib.sha256(f"{ip}|{account}".encode()).hexdigest()
+        self.enabled = setting("RATE_LIMITS")
         self.window = timedelta(seconds=FAILED_SIGN_INS.get_expiry())
 
     def check(self):
         if not self.enabled:
             return
         row = db.session.get(FailedSignIn, self.key)
-        now = tokens.utcnow()
+        now = clock.utcnow()
         if (
             row is not None
             and row.window_start > now - self.window
             and row.failures >= FAILED_SIGN_INS.amount
         ):
-            reset = (row.window_start + self.window - now).total_seconds() + tokens.now()
+            reset = (row.window_start + self.window - now).total_seconds() + clock.now()
             raise too_many("Too many failed sign-in attempts, try again later", reset)
 
     def record(self):
-        """Count a failure and commit it: the request then ends in an error, which commits nothing."""
+        """Count a failure, in one statement that adds to the stored count: concurrent failures on
+        any number of instances (or cluster nodes) each add one, and none is lost."""
         if not self.enabled:
             return
-        now = tokens.utcnow()
+        now = clock.utcnow()
         db.session.execute(delete(FailedSignIn).where(FailedSignIn.window_start <= now - self.window))
-        upsert(
-            FailedSignIn.__table__, {"key": self.key, "window_start": now, "failures": 0}, ["key"], update={}
-        )
-        row = db.session.execute(
-            select(FailedSignIn).where(FailedSignIn.key == self.key).with_for_update()
-        ).scalar_one()
-        row.failures += 1
-        db.session.commit()
+        table = FailedSignIn.__table__
+        values = {"key": self.key, "window_start": now, "failures": 1}
+        upsert(table, values, ["key"], update={"failures": table.c.failures + 1})
 
 
 def too_many(message, reset):
-    retry = max(1, int(reset - tokens.now()))
+    retry = max(1, int(reset - clock.now()))
     return APIError(429, Auth.OVER_REQUEST_RATE_LIMIT, message, headers={"Retry-After": str(retry)})
 
 
@@ -231,21 +222,22 @@ def unknown_user_hash():
         users = users_table()
         recent = select(users.c.password).order_by(users.c.user_id.desc()).limit(100)
         costs = Counter(cost for cost in map(hash_cost, db.session.execute(recent).scalars()) if cost)
-        usual = costs.most_common(1)[0][0] if costs else config("BCRYPT_ROUNDS")
+        usual = costs.most_common(1)[0][0] if costs else setting("BCRYPT_ROUNDS")
         cache.dummy_cost = min(max(usual, 4), MAX_DUMMY_COST)
         cache.dummy_hash = dummy_hash(cache.dummy_cost)
     return cache.dummy_hash
 
 
 @transactional
-def sign_in(email, password):
+def sign_in(email, password, ip):
+    """A session for the right password; `ip`, the client's, counts failures per address."""
     found = find_credentials(email)
-    failures = FailedSignIns(email, found)
+    failures = FailedSignIns(email, found, ip)
     failures.check()
     hashed = found.password if found is not None else unknown_user_hash()
     if not verify_password(password, hashed) or found is None:
         failures.record()
-        raise invalid_credentials()
+        raise CommitAndRaise(invalid_credentials())  # the failure is counted, the request refused
     if not found.active:
         raise user_inactive()
     state_of = select(Profile.banned_until, Profile.unconfirmed).where(Profile.user_id == found.user_id)
@@ -255,14 +247,14 @@ def sign_in(email, password):
     if profile is not None and profile.unconfirmed:
         raise APIError(400, Auth.EMAIL_NOT_CONFIRMED, "Email not confirmed")
     users = users_table()
-    if needs_rehash(found.password, config("BCRYPT_ROUNDS")):
-        rehashed = hash_password(password, config("BCRYPT_ROUNDS"), prefix=family(found.password))
+    if needs_rehash(found.password, setting("BCRYPT_ROUNDS")):
+        rehashed = hash_password(password, setting("BCRYPT_ROUNDS"), prefix=family(found.password))
         db.session.execute(update(users).where(users.c.user_id == found.user_id).values(password=rehashed))
     return sessions.start(found.user_id)
 
 
 def signed_in_user(who):
-    """The caller's user object, from the row the bearer check loaded (gateway.Identity.user)."""
+    """The caller's user object, from the row the bearer check loaded (auth.identity.Identity.user)."""
     return user_object(who.user)
 
 
@@ -278,7 +270,6 @@ def update_user(who, fields):
     """PATCH/PUT /user: flat fields win over the same keys in `data`; a new password ends the
     user's other sessions."""
     change_user(who.user_id, fields, keep_session=who.session_id)
-    db.session.commit()
     return current_user(who.user_id)
 
 
@@ -303,15 +294,14 @@ def change_user(user_id, fields, keep_session=None):
         count_password_change(user_id)
         stored = db.session.execute(select(users.c.password).where(users.c.user_id == user_id)).scalar_one()
         columns["password"] = hash_password(
-            fields["password"], config("BCRYPT_ROUNDS"), prefix=family(stored)
+            fields["password"], setting("BCRYPT_ROUNDS"), prefix=family(stored)
         )
     if columns:
         try:
             db.session.execute(update(users).where(users.c.user_id == user_id).values(columns))
         except IntegrityError:
-            db.session.rollback()
             raise email_exists() from None
-    profile = {"user_id": user_id, "updated_at": tokens.utcnow()}
+    profile = {"user_id": user_id, "updated_at": clock.utcnow()}
     if "about" in fields or "about" in data:
         profile["about"] = about
     if extra_changes:
@@ -338,7 +328,7 @@ def merged(stored, changes):
 def count_password_change(user_id):
     """A 429 past PASSWORD_CHANGES for one user: each change costs a bcrypt hash."""
     keys = ("password-change", str(user_id))
-    if config("RATE_LIMITS") and not limiter.limiter.hit(PASSWORD_CHANGES, *keys):
+    if setting("RATE_LIMITS") and not limiter.limiter.hit(PASSWORD_CHANGES, *keys):
         reset = limiter.limiter.get_window_stats(PASSWORD_CHANGES, *keys).reset_time
         raise too_many("Too many password changes, try again later", reset)
 
@@ -353,12 +343,6 @@ def set_active(user_id, active):
     db.session.execute(update(users).where(users.c.user_id == user_id).values(active=1 if active else 0))
     if not active:
         sessions.end(Session.user_id == user_id)
-
-
-def string_id_for_sdks(user):
-    """`user` as the calling client reads it: an official SDK (it sends an API version header) wants
-    the id as a string, a plain client the integer user_id."""
-    return {**user, "id": str(user["id"])} if api_version() else user
 
 
 # --- administration (service_role)
@@ -391,7 +375,6 @@ def admin_create_user(fields):
     if not active:
         set_active(user_id, False)
     _administer(user_id, administrative)
-    db.session.commit()
     return admin_get_user(user_id)
 
 
@@ -409,7 +392,6 @@ def admin_update_user(user_id, fields):
     if active is not None:
         set_active(user_id, active)
     _administer(user_id, administrative)
-    db.session.commit()
     return admin_get_user(user_id)
 
 
@@ -419,10 +401,10 @@ def _administer(user_id, fields):
     null is removed)."""
     if not fields:
         return
-    profile = {"user_id": user_id, "updated_at": tokens.utcnow()}
+    profile = {"user_id": user_id, "updated_at": clock.utcnow()}
     if "ban_duration" in fields:
         duration = fields["ban_duration"]
-        profile["banned_until"] = None if duration is None else tokens.utcnow() + duration
+        profile["banned_until"] = None if duration is None else clock.utcnow() + duration
         if duration is not None:
             sessions.end(Session.user_id == user_id)
     if fields.get("app_metadata"):
@@ -441,8 +423,6 @@ def admin_delete_user(user_id):
     try:
         db.session.execute(delete(users).where(users.c.user_id == user_id))
     except IntegrityError:
-        db.session.rollback()
         raise APIError(
             409, Auth.USER_REFERENCED, "Other rows still refer to this user: deactivate it instead"
         ) from None
-    db.session.commit()

@@ -15,11 +15,13 @@ import time
 from datetime import timedelta
 from urllib.parse import quote, urlencode
 
-from flask import current_app
 from sqlalchemy import delete, select, update
 
-from auth import accounts, mail, sessions, tokens
-from database.transactions import transactional
+import clock
+from auth import accounts, mail, sessions
+from config import setting
+from database import transactions
+from database.transactions import CommitAndRaise, transactional
 from errors import APIError, Auth, user_banned, user_inactive, user_not_found, validation_failed
 from extensions import db, state
 from models import EmailSend, OneTimeToken, Profile, is_banned, load_user, upsert, user_object, users_table
@@ -44,10 +46,6 @@ VERIFY_TYPES = {
 LINK_TYPES = ("signup", "invite", "magiclink", "recovery")  # what admin/generate_link makes
 
 
-def config(name):
-    return current_app.config[name]
-
-
 def otp_expired():
     return APIError(403, Auth.OTP_EXPIRED, "Token has expired or is invalid")
 
@@ -55,7 +53,7 @@ def otp_expired():
 def keyed_hash(text):
     """What the database keeps of a token, a code or an address: an HMAC keyed with JWT_SECRET, so
     that a copy of the database neither replays a token nor brute-forces a 6-digit code."""
-    return hmac.new(config("JWT_SECRET").encode(), text.encode(), hashlib.sha256).hexdigest()
+    return hmac.new(setting("JWT_SECRET").encode(), text.encode(), hashlib.sha256).hexdigest()
 
 
 def _code_hash(user_id, purpose, code):
@@ -76,10 +74,10 @@ def _glob(pattern):
 def redirect_target(redirect_to):
     """`redirect_to` when REDIRECT_ALLOW_LIST admits it (or it is SITE_URL itself, or below it), else
     SITE_URL: no link hands its tokens to a site nobody listed."""
-    site = config("SITE_URL")
+    site = setting("SITE_URL")
     if not redirect_to:
         return site
-    patterns = [p.strip() for p in config("REDIRECT_ALLOW_LIST").split(",") if p.strip()]
+    patterns = [p.strip() for p in setting("REDIRECT_ALLOW_LIST").split(",") if p.strip()]
     if redirect_to == site or any(_glob(pattern).match(redirect_to) for pattern in patterns):
         return redirect_to
     return site
@@ -87,7 +85,7 @@ def redirect_target(redirect_to):
 
 def action_link(token, purpose, redirect_to):
     query = urlencode({"token": token, "type": purpose, "redirect_to": redirect_to}, quote_via=quote)
-    return f"{config('API_EXTERNAL_URL')}/auth/v1/verify?{query}"
+    return f"{setting('API_EXTERNAL_URL')}/auth/v1/verify?{query}"
 
 
 # --- tokens and sending
@@ -97,7 +95,7 @@ def issue(user_id, purpose, email):
     """A new link token and code for (user, purpose), replacing any older one (not committed)."""
     token = secrets.token_urlsafe(32)
     code = f"{secrets.randbelow(10**6):06d}"
-    now = tokens.utcnow()
+    now = clock.utcnow()
     db.session.execute(
         delete(OneTimeToken).where(OneTimeToken.user_id == user_id, OneTimeToken.purpose == purpose)
     )
@@ -109,7 +107,7 @@ def issue(user_id, purpose, email):
             code_hash=_code_hash(user_id, purpose, code),
             email=email,
             created_at=now,
-            expires_at=now + timedelta(seconds=config("OTP_EXPIRY")),
+            expires_at=now + timedelta(seconds=setting("OTP_EXPIRY")),
             wrong_guesses=0,
         )
     )
@@ -120,15 +118,15 @@ def issue(user_id, purpose, email):
 def throttle(email):
     """One e-mail per address per EMAIL_RATE_LIMIT seconds (counted for unknown addresses too, or
     the limit would tell which addresses have accounts)."""
-    if not config("RATE_LIMITS") or not config("EMAIL_RATE_LIMIT"):
+    if not setting("RATE_LIMITS") or not setting("EMAIL_RATE_LIMIT"):
         return
     key = keyed_hash(f"address:{email}")
-    now = tokens.utcnow()
+    now = clock.utcnow()
     upsert(EmailSend.__table__, {"address_key": key, "sent_at": now - timedelta(days=1)}, ["address_key"], {})
     last = db.session.execute(
         select(EmailSend.sent_at).where(EmailSend.address_key == key).with_for_update()
     ).scalar()
-    wait = config("EMAIL_RATE_LIMIT") - (now - last).total_seconds()
+    wait = setting("EMAIL_RATE_LIMIT") - (now - last).total_seconds()
     if wait > 0:
         raise APIError(
             429,
@@ -168,29 +166,32 @@ def sign_up_unconfirmed(email, password, data, redirect_to):
     """Sign-up with MAILER_AUTOCONFIRM off: the user, no session, and a confirmation mail."""
     throttle(email)
     user_id = _new_user(email, data, password, unconfirmed=True)
-    _profile(user_id, confirmation_sent_at=tokens.utcnow())
+    _profile(user_id, confirmation_sent_at=clock.utcnow())
     send("signup", user_id, email, redirect_to)
-    db.session.commit()
     return user_object(load_user(user_id))
 
 
-@transactional
 def recover(email, redirect_to):
     """Mail a recovery link and code to a known, active address; the same answer, in about the same
     time, for an unknown one."""
     started = time.perf_counter()
+    if transactions.write(_recover, email, redirect_to):
+        cache = state()
+        cache.send_seconds = 0.8 * cache.send_seconds + 0.2 * (time.perf_counter() - started)
+    else:
+        _take_as_long_as_a_send(started)
+    return {}
+
+
+def _recover(email, redirect_to):
+    """Whether a recovery mail was sent (the throttle counts the address either way)."""
     throttle(email)
     found = accounts.find_credentials(email)
     if found is None or not found.active:
-        db.session.commit()  # the throttle's mark
-        _take_as_long_as_a_send(started)
-        return {}
-    _profile(found.user_id, recovery_sent_at=tokens.utcnow())
+        return False
+    _profile(found.user_id, recovery_sent_at=clock.utcnow())
     send("recovery", found.user_id, email, redirect_to)
-    db.session.commit()
-    cache = state()
-    cache.send_seconds = 0.8 * cache.send_seconds + 0.2 * (time.perf_counter() - started)
-    return {}
+    return True
 
 
 def _take_as_long_as_a_send(started):
@@ -206,18 +207,15 @@ def magic_link(email, create_user, data, redirect_to):
     found = accounts.find_credentials(email)
     if found is None:
         if not create_user:
-            db.session.commit()
             return {}
-        if config("DISABLE_SIGNUP"):
+        if setting("DISABLE_SIGNUP"):
             raise APIError(422, Auth.SIGNUP_DISABLED, "Signups not allowed for this instance")
-        user_id = _new_user(email, data, unconfirmed=not config("MAILER_AUTOCONFIRM"))
+        user_id = _new_user(email, data, unconfirmed=not setting("MAILER_AUTOCONFIRM"))
     elif not found.active:
-        db.session.commit()
         return {}
     else:
         user_id = found.user_id
     send("magiclink", user_id, email, redirect_to)
-    db.session.commit()
     return {}
 
 
@@ -228,14 +226,13 @@ def resend(kind, email, redirect_to):
     if kind == "signup":
         found = accounts.find_credentials(email)
         if found is not None and _row(found.user_id).unconfirmed:
-            _profile(found.user_id, confirmation_sent_at=tokens.utcnow())
+            _profile(found.user_id, confirmation_sent_at=clock.utcnow())
             send("signup", found.user_id, email, redirect_to)
     else:
         user_id = db.session.execute(select(Profile.user_id).where(Profile.new_email == email)).scalar()
         if user_id is not None:
-            _profile(user_id, email_change_sent_at=tokens.utcnow())
+            _profile(user_id, email_change_sent_at=clock.utcnow())
             send("email_change", user_id, email, redirect_to)
-    db.session.commit()
     return {}
 
 
@@ -247,7 +244,7 @@ def change_email(user_id, new_email, redirect_to):
         raise accounts.email_exists()
     accounts.check_lengths({"email": new_email})
     throttle(new_email)
-    _profile(user_id, new_email=new_email, email_change_sent_at=tokens.utcnow())
+    _profile(user_id, new_email=new_email, email_change_sent_at=clock.utcnow())
     send("email_change", user_id, new_email, redirect_to)
 
 
@@ -259,7 +256,6 @@ def update_user_confirming_email(who, fields, redirect_to):
     accounts.change_user(who.user_id, fields, keep_session=who.session_id)
     if new_email != (who.user.email or "").strip().lower():
         change_email(who.user_id, new_email, redirect_to)
-    db.session.commit()
     return user_object(load_user(who.user_id))
 
 
@@ -276,7 +272,7 @@ def verify(kind, token_hash=None, email=None, code=None):
     purposes = VERIFY_TYPES.get(kind)
     if purposes is None:
         raise validation_failed(f"type: must be one of {', '.join(VERIFY_TYPES)}")
-    now = tokens.utcnow()
+    now = clock.utcnow()
     if token_hash:
         found = db.session.execute(
             select(OneTimeToken)
@@ -311,7 +307,8 @@ def verify(kind, token_hash=None, email=None, code=None):
 
 def _redeem_code(purposes, email, code):
     """The live token whose code `code` is, for `email`; a wrong code counts against every live
-    token of the address (committed), and one that reaches MAX_WRONG_GUESSES is dead."""
+    token of the address (kept, though the request fails), and one that reaches MAX_WRONG_GUESSES
+    is dead."""
     candidates = (
         db.session.execute(
             select(OneTimeToken)
@@ -326,8 +323,7 @@ def _redeem_code(purposes, email, code):
             return candidate
     for candidate in candidates:
         candidate.wrong_guesses += 1
-    db.session.commit()
-    return None
+    raise CommitAndRaise(otp_expired())
 
 
 def redirect_after_verify(kind, token, redirect_to):
@@ -337,7 +333,6 @@ def redirect_after_verify(kind, token, redirect_to):
     try:
         session = verify(kind, token_hash=token)
     except APIError as error:
-        db.session.rollback()
         fragment = {
             "error": "access_denied",
             "error_code": error.error_code,
@@ -370,14 +365,13 @@ def generate_link(kind, email, password=None, data=None, redirect_to=None):
     elif kind == "signup":
         if not password:
             raise validation_failed("password: required to generate a signup link")
-        user_id = _new_user(email, data, password, unconfirmed=not config("MAILER_AUTOCONFIRM"))
+        user_id = _new_user(email, data, password, unconfirmed=not setting("MAILER_AUTOCONFIRM"))
     elif kind == "invite":
         user_id = _new_user(email, data, unconfirmed=True)
     else:
         raise user_not_found()
     target = redirect_target(redirect_to)
     token, code = issue(user_id, kind, email)
-    db.session.commit()
     return {
         **user_object(load_user(user_id)),
         "action_link": action_link(token, kind, target),
@@ -396,5 +390,4 @@ def invite(email, data, redirect_to):
     throttle(email)
     user_id = _new_user(email, data, unconfirmed=True)
     send("invite", user_id, email, redirect_to)
-    db.session.commit()
     return user_object(load_user(user_id))

@@ -8,43 +8,41 @@ import ssl
 from email.message import EmailMessage
 from email.utils import make_msgid
 
-from flask import current_app
 from jinja2 import ChoiceLoader, Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
 import config
+from config import setting
 from errors import APIError, Auth
+from extensions import state
 
 log = logging.getLogger("minibase")
 
 TIMEOUT = 10  # seconds, for connecting and for each SMTP command
 BUILT_IN = config.ROOT / "templates" / "email"
-KINDS = ("confirmation", "recovery", "magic_link", "email_change", "invite")
+SMTP_SETTINGS = ("SMTP_HOST", "SMTP_PORT", "SMTP_USER", "SMTP_PASS", "SMTP_SECURITY")
 
 
 def templates():
     """The Jinja environment: EMAIL_TEMPLATES first (a file there replaces the built-in one)."""
-    app = current_app
-    if "minibase.mail" not in app.extensions:
-        folders = (
-            [app.config["EMAIL_TEMPLATES"], str(BUILT_IN)]
-            if app.config["EMAIL_TEMPLATES"]
-            else [str(BUILT_IN)]
-        )
-        app.extensions["minibase.mail"] = Environment(
+    cache = state()
+    if cache.mail_templates is None:
+        own = setting("EMAIL_TEMPLATES")
+        folders = [own, str(BUILT_IN)] if own else [str(BUILT_IN)]
+        cache.mail_templates = Environment(
             loader=ChoiceLoader([FileSystemLoader(folder) for folder in folders]),
             autoescape=select_autoescape(enabled_extensions=("html",), default_for_string=False),
             undefined=StrictUndefined,
         )
-    return app.extensions["minibase.mail"]
+    return cache.mail_templates
 
 
 def compose(kind, to, **context):
     """The message of `kind` for `to`; `context` has the link and the code."""
     env = templates()
-    context = {**context, "email": to, "site_url": current_app.config["SITE_URL"]}
+    context = {**context, "email": to, "site_url": setting("SITE_URL")}
     message = EmailMessage()
     message["Subject"] = env.get_template(f"{kind}.subject").render(context).strip()
-    message["From"] = current_app.config["SMTP_SENDER"]
+    message["From"] = setting("SMTP_SENDER")
     message["To"] = to
     message["Message-ID"] = make_msgid(domain="minibase")
     message.set_content(env.get_template(f"{kind}.txt").render(context))
@@ -55,7 +53,7 @@ def compose(kind, to, **context):
 def send(message):
     """Send `message`, or log it when no SMTP_HOST is set; a 503 email_send_failed when the server
     cannot be reached or refuses it (the cause goes to the log, never the message's link or code)."""
-    settings = current_app.config
+    settings = {name: setting(name) for name in SMTP_SETTINGS}
     host = settings["SMTP_HOST"]
     if not host:
         log.warning("SMTP_HOST is not set: the e-mail is written here instead of sent\n%s", message)

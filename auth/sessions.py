@@ -4,11 +4,12 @@ refresh tokens, a grace interval for racing retries, theft), and ending them."""
 import secrets
 import uuid
 
-from flask import current_app
 from sqlalchemy import delete, select, update
 
+import clock
 from auth import tokens
-from database.transactions import transactional
+from config import setting
+from database.transactions import CommitAndRaise, transactional
 from errors import (
     APIError,
     Auth,
@@ -23,10 +24,6 @@ from models import Profile, RefreshToken, Session, is_banned, load_user, upsert,
 LOGOUT_SCOPES = ("global", "local", "others")
 
 
-def config(name):
-    return current_app.config[name]
-
-
 # --- starting and shaping
 
 
@@ -36,15 +33,15 @@ def _new_refresh_token(session_id, parent=None):
         session_id=session_id,
         parent=parent,
         revoked=False,
-        issued_at=tokens.now(),
-        updated_at=tokens.utcnow(),
+        issued_at=clock.now(),
+        updated_at=clock.utcnow(),
     )
     db.session.add(row)
     return row
 
 
 def _open(user_id):
-    now = tokens.utcnow()
+    now = clock.utcnow()
     session = Session(id=str(uuid.uuid4()), user_id=user_id, created_at=now, refreshed_at=now)
     db.session.add(session)
     db.session.flush()
@@ -52,16 +49,14 @@ def _open(user_id):
 
 
 def start(user_id):
-    """Record the sign-in, open a session and commit: the session object to answer with."""
+    """Record the sign-in and open a session: the session object to answer with."""
     upsert(
         Profile.__table__,
-        {"user_id": user_id, "last_sign_in_at": tokens.utcnow()},
+        {"user_id": user_id, "last_sign_in_at": clock.utcnow()},
         ["user_id"],
     )
     session, refresh = _open(user_id)
-    body = session_object(load_user(user_id), session, refresh)
-    db.session.commit()
-    return body
+    return session_object(load_user(user_id), session, refresh)
 
 
 def session_object(row, session, refresh):
@@ -69,7 +64,7 @@ def session_object(row, session, refresh):
     (`row`, from load_user)."""
     user = user_object(row)
     user_id = row.user_id
-    secret = config("JWT_SECRET")
+    secret = setting("JWT_SECRET")
     claims = {
         "sub": str(user_id),
         "email": user["email"],
@@ -81,19 +76,19 @@ def session_object(row, session, refresh):
         "user_metadata": user["user_metadata"],
         "app_metadata": user["app_metadata"],
     }
-    access, expires_at = tokens.access_token(claims, secret, config("JWT_EXPIRY"))
+    access, expires_at = tokens.access_token(claims, secret, setting("JWT_EXPIRY"))
     refresh_token = tokens.refresh_token(
         session.id,
         user_id,
         refresh.token,
         refresh.issued_at,
         secret,
-        config("REFRESH_TOKEN_EXPIRY"),
+        setting("REFRESH_TOKEN_EXPIRY"),
     )
     return {
         "access_token": access,
         "token_type": "bearer",
-        "expires_in": config("JWT_EXPIRY"),
+        "expires_in": setting("JWT_EXPIRY"),
         "expires_at": expires_at,
         "refresh_token": refresh_token,
         "user": user,
@@ -108,12 +103,12 @@ def refresh(token):
     """Rotate a refresh token: single use, a grace interval (REFRESH_TOKEN_REUSE_INTERVAL) for racing
     retries, and a reuse after it revokes the whole session as theft."""
     try:
-        claims = tokens.decode_refresh_token(token, config("JWT_SECRET"))
+        claims = tokens.decode_refresh_token(token, setting("JWT_SECRET"))
     except tokens.TokenError as exc:
         if exc.expired:
             raise APIError(400, Auth.SESSION_EXPIRED, "Invalid Refresh Token: Session Expired") from None
         raise refresh_token_not_found() from None
-    now = tokens.utcnow()
+    now = clock.utcnow()
     # Locks are taken in one order everywhere, the session's row first (as end() does), so that a
     # refresh racing a logout waits for it instead of deadlocking with it.
     session = db.session.execute(
@@ -144,14 +139,12 @@ def refresh(token):
         raise user_inactive()
     if is_banned(user.banned_until):
         raise user_banned()
-    body = session_object(user, session, current)
-    db.session.commit()
-    return body
+    return session_object(user, session, current)
 
 
 def _reuse(row, session, now):
     """A revoked token presented again: the current token inside the grace interval, theft after."""
-    grace = config("REFRESH_TOKEN_REUSE_INTERVAL")
+    grace = setting("REFRESH_TOKEN_REUSE_INTERVAL")
     if (now - row.updated_at).total_seconds() <= grace:
         current = db.session.execute(
             select(RefreshToken)
@@ -162,8 +155,9 @@ def _reuse(row, session, now):
         if current is not None:
             return current
     end(Session.id == session.id)
-    db.session.commit()
-    raise APIError(400, Auth.REFRESH_TOKEN_ALREADY_USED, "Invalid Refresh Token: Already Used")
+    raise CommitAndRaise(
+        APIError(400, Auth.REFRESH_TOKEN_ALREADY_USED, "Invalid Refresh Token: Already Used")
+    )
 
 
 # --- ending
@@ -189,4 +183,3 @@ def sign_out(who, scope):
         end(Session.user_id == who.user_id, Session.id != who.session_id)
     else:
         end(Session.user_id == who.user_id)
-    db.session.commit()

@@ -4,10 +4,9 @@ from flask import Blueprint, request
 from werkzeug.routing import BaseConverter
 
 from auth import accounts, emails
-from auth.accounts import string_id_for_sdks
-from blueprints.gateway import identity
+from blueprints.gateway import require_service_role
+from blueprints.responses import string_id_for_sdks
 from blueprints.schemas import AdminCreateSchema, AdminUserSchema, GenerateLinkSchema, PageSchema, load
-from errors import APIError, Auth
 
 bp = Blueprint("admin", __name__, url_prefix="/auth/v1/admin")
 
@@ -37,10 +36,7 @@ page_schema = PageSchema()
 link_schema = GenerateLinkSchema()
 
 
-@bp.before_request
-def require_service_role():
-    if identity().role != "service_role":
-        raise APIError(403, Auth.NOT_ADMIN, "User not allowed")
+bp.before_request(require_service_role)
 
 
 @bp.get("/users")

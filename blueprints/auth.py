@@ -3,8 +3,8 @@
 from flask import Blueprint, current_app, redirect, request
 
 from auth import accounts, emails, sessions
-from auth.accounts import string_id_for_sdks
-from blueprints.gateway import identity, requires_user
+from blueprints.gateway import require_service_role, requires_user
+from blueprints.responses import session_for_sdks, string_id_for_sdks
 from blueprints.schemas import (
     InviteSchema,
     OtpSchema,
@@ -18,7 +18,7 @@ from blueprints.schemas import (
     load,
 )
 from errors import APIError, Auth
-from extensions import limiter
+from extensions import client_ip, limiter
 
 bp = Blueprint("auth", __name__, url_prefix="/auth/v1")
 
@@ -33,10 +33,6 @@ verify_schema = VerifySchema()
 invite_schema = InviteSchema()
 
 
-def session_with_string_id(session):
-    return {**session, "user": string_id_for_sdks(session["user"])}
-
-
 @bp.post("/signup")
 @limiter.limit("30 per 5 minutes")
 def signup():
@@ -46,7 +42,7 @@ def signup():
             raise APIError(422, Auth.SIGNUP_DISABLED, "Signups not allowed for this instance")
         user = emails.sign_up_unconfirmed(body["email"], body["password"], body["data"], redirect_to())
         return string_id_for_sdks(user)
-    return session_with_string_id(accounts.sign_up(body["email"], body["password"], body["data"]))
+    return session_for_sdks(accounts.sign_up(body["email"], body["password"], body["data"]))
 
 
 def redirect_to():
@@ -60,10 +56,10 @@ def token():
     grant = request.args.get("grant_type")
     if grant == "password":
         body = load(password_schema)
-        return session_with_string_id(accounts.sign_in(body["email"], body["password"]))
+        return session_for_sdks(accounts.sign_in(body["email"], body["password"], client_ip()))
     if grant == "refresh_token":
         body = load(refresh_schema)
-        return session_with_string_id(sessions.refresh(body["refresh_token"]))
+        return session_for_sdks(sessions.refresh(body["refresh_token"]))
     raise APIError(400, Auth.UNSUPPORTED_GRANT_TYPE, "Unsupported grant_type: use password or refresh_token")
 
 
@@ -126,7 +122,7 @@ def resend():
 def verify():
     body = load(verify_schema)
     session = emails.verify(body["type"], body.get("token_hash"), body.get("email"), body.get("token"))
-    return session_with_string_id(session)
+    return session_for_sdks(session)
 
 
 @bp.get("/verify")
@@ -139,7 +135,6 @@ def follow_link():
 
 @bp.post("/invite")
 def invite():
-    if identity().role != "service_role":
-        raise APIError(403, Auth.NOT_ADMIN, "User not allowed")
+    require_service_role()
     body = load(invite_schema)
     return string_id_for_sdks(emails.invite(body["email"], body.get("data"), redirect_to()))

@@ -1,35 +1,45 @@
-"""Who is calling: the API key every /auth/v1 and /rest/v1 request must carry, and the user behind a
-bearer token."""
+"""What stands in front of both APIs, as Supabase's gateway does, and what every response gets on its
+way out: the API key every /auth/v1 and /rest/v1 request carries, the caller behind a bearer token,
+one log line per request with no key, token or password in it, headers that keep browsers and
+caches from misusing a response, and the end of the request's transaction."""
 
 import functools
-from dataclasses import dataclass
+import logging
+import time
+from urllib.parse import parse_qsl, urlencode
 
 from flask import current_app, g, request
-from sqlalchemy import bindparam, select
+from sqlalchemy.exc import DBAPIError
 
 from auth import tokens
+from auth.identity import Identity, identify
+from blueprints import responses
 from database import transactions
-from errors import APIError, Auth, bad_jwt, no_authorization, user_inactive, user_not_found
-from extensions import db, state
-from models import Profile, Session, user_columns, users_table
+from errors import APIError, Auth, Rest, bad_jwt, no_authorization
 
 PROTECTED_PREFIXES = ("/auth/v1", "/rest/v1")
+# Query parameters whose values are secrets: the log shows that they were sent, not what they were.
+SECRET_PARAMETERS = frozenset({"apikey", "access_token", "refresh_token", "token", "token_hash", "password"})
+
+log = logging.getLogger("minibase")
+request_log = logging.getLogger("minibase.requests")
 
 
-@dataclass(frozen=True)
-class Identity:
-    role: str  # anon | authenticated | service_role
-    user_id: int | None = None
-    session_id: str | None = None
-    user: object = None  # the user and profile row (models.load_user's shape) of a signed-in caller
+def init_app(app):
+    app.before_request(start_clock)
+    app.before_request(require_api_key)
+    # after_request hooks run last registered first: the log line sees the final response.
+    app.after_request(log_request)
+    app.after_request(secure_headers)
+    app.after_request(end_transaction)
+    app.after_request(echo_api_version)
 
 
-def secret():
-    return current_app.config["JWT_SECRET"]
+# --- who is calling
 
 
 def require_api_key():
-    """before_request: every /auth/v1 and /rest/v1 request carries a valid key, as at Supabase's gateway."""
+    """before_request: every /auth/v1 and /rest/v1 request carries a valid key."""
     if not request.path.startswith(PROTECTED_PREFIXES) or request.method == "OPTIONS":
         return
     key = request.headers.get("apikey") or request.args.get("apikey")
@@ -41,7 +51,7 @@ def require_api_key():
             hint="No `apikey` request header or url param was found.",
             api="rest",
         )
-    role = tokens.api_key_role(key, secret())
+    role = tokens.api_key_role(key, current_app.config["JWT_SECRET"])
     if role is None:
         raise APIError(
             401, Auth.INVALID_API_KEY, "Invalid API key", hint="Double check your apikey.", api="rest"
@@ -62,52 +72,17 @@ def bearer_token():
 
 
 def identity():
-    """The caller: a signed-in user when a valid access token is presented, else the API key's role."""
+    """The caller: a signed-in user when a valid access token is presented, else the API key's role.
+    A dead token is a 401 in the API's own terms: GoTrue's code, or PostgREST's PGRST301."""
     if "identity" not in g:
         token = bearer_token()
-        g.identity = Identity(g.api_key_role) if token is None else identify(token)
+        try:
+            g.identity = Identity(g.api_key_role) if token is None else identify(token)
+        except APIError as error:
+            if request.path.startswith("/rest/"):
+                raise APIError(401, Rest.BAD_JWT, error.message) from None
+            raise
     return g.identity
-
-
-def identify(token):
-    """The identity behind a bearer token; a 401 when it is bad, expired, logged out or its user gone."""
-    role = tokens.api_key_role(token, secret())
-    if role is not None:
-        return Identity(role)
-    try:
-        claims = tokens.decode_access_token(token, secret())
-    except tokens.TokenError as exc:
-        raise (bad_jwt("Token has expired") if exc.expired else bad_jwt()) from None
-    # A read of its own, prepared once and ended at once, on a pooled connection: no ORM session for
-    # a request that needs none (GET /user), and a write that follows starts its transaction at its
-    # first statement.
-    found = transactions.prepared({"session_id": claims["session_id"]}, prepared_session_user())[0]
-    row = found[0] if found else None
-    if row is None:
-        raise APIError(401, Auth.SESSION_NOT_FOUND, "Session from session_id claim in JWT does not exist")
-    if str(row.session_user) != claims["sub"]:
-        raise bad_jwt()
-    if row.user_id is None:
-        raise user_not_found(401)
-    if not row.active:
-        raise user_inactive(401)
-    return Identity("authenticated", row.user_id, claims["session_id"], row)
-
-
-def prepared_session_user():
-    """One round trip: a session, and its user with the profile /auth/v1/user answers with. Prepared
-    once per users table (database.transactions.prepare): every bearer token runs it."""
-    cache, users = state(), users_table()
-    if cache.session_user is None or cache.session_user[0] is not users:
-        query = (
-            select(Session.user_id.label("session_user"), *user_columns())
-            .select_from(Session)
-            .outerjoin(users, users.c.user_id == Session.user_id)
-            .outerjoin(Profile, Profile.user_id == Session.user_id)
-            .where(Session.id == bindparam("session_id", required=True))
-        )
-        cache.session_user = (users, transactions.prepare(query, db.engine))
-    return cache.session_user[1]
 
 
 def current_user_identity():
@@ -128,3 +103,72 @@ def requires_user(view):
         return view(who=current_user_identity(), **kwargs)
 
     return wrapped
+
+
+def require_service_role():
+    """A 403 unless the caller holds the service_role key: the administrator's endpoints."""
+    if identity().role != "service_role":
+        raise APIError(403, Auth.NOT_ADMIN, "User not allowed")
+
+
+# --- on the way out
+
+
+def echo_api_version(response):
+    """Tell an official client which auth API version answered."""
+    version = request.headers.get(responses.API_VERSION_HEADER)
+    if version and request.path.startswith("/auth/"):
+        response.headers[responses.API_VERSION_HEADER] = version
+    return response
+
+
+def start_clock():
+    g.started = time.perf_counter()
+
+
+def secure_headers(response):
+    response.headers["X-Content-Type-Options"] = "nosniff"
+    if response.status_code in (201, 204) and response.calculate_content_length() == 0:
+        del response.headers["Content-Type"]  # nothing to label, least of all as text/html
+    if request.path.startswith("/auth/"):
+        # Sessions, tokens and users: never kept by a browser or a proxy cache.
+        response.headers["Cache-Control"] = "no-store"
+    return response
+
+
+def end_transaction(response):
+    """End the request's transaction (a read's included) while errors still become JSON: a
+    connection that dies here gives the documented 503, not a bare 500 from teardown."""
+    try:
+        transactions.end_session()
+    except DBAPIError as exc:
+        log.error(
+            "database unavailable at the end of %s %s: %s",
+            request.method,
+            request.path,
+            transactions.describe(exc),
+        )
+        return current_app.make_response(responses.unavailable())
+    return response
+
+
+def logged_path():
+    """The request's path and query string, secret values replaced by ***."""
+    query = request.query_string.decode("latin-1")
+    if not query:
+        return request.path
+    lowered = query.lower()
+    if "%" not in query and not any(name in lowered for name in SECRET_PARAMETERS):
+        return f"{request.path}?{query}"  # as sent: no secret's name in it, not even percent-encoded
+    pairs = parse_qsl(query, keep_blank_values=True)
+    shown = [(key, "***" if key.lower() in SECRET_PARAMETERS else value) for key, value in pairs]
+    return f"{request.path}?{urlencode(shown, safe='*,.()[]:')}"
+
+
+def log_request(response):
+    if not request_log.isEnabledFor(logging.INFO):
+        return response  # the line would be dropped: spare parsing the query for it
+    started = g.get("started")
+    took = (time.perf_counter() - started) * 1000 if started is not None else 0.0
+    request_log.info("%s %s %s %.1fms", request.method, logged_path(), response.status_code, took)
+    return response

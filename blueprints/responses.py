@@ -1,75 +1,147 @@
-"""What every response gets on its way out: headers that keep browsers and caches from misusing it,
-and one log line per request, with no key, token or password in it."""
+"""The answer's shape for the client that asked: GoTrue's or PostgREST's error body, in the seed's
+plain form (an integer `code`) or in an official SDK's (it sends an API version header, or names
+itself in X-Client-Info), the user id as a string for the SDKs, and the JSON 404 of a path minibase
+does not serve."""
 
 import logging
-import time
-from urllib.parse import parse_qsl, urlencode
 
-from flask import current_app, g, request
-from sqlalchemy.exc import DBAPIError
+from flask import json, request
+from sqlalchemy.exc import DataError, OperationalError
+from werkzeug.exceptions import HTTPException
 
-from database import transactions
-from errors import unavailable
+from database.transactions import describe
+from errors import APIError, Auth, Rest
 
-log = logging.getLogger("minibase.requests")
+log = logging.getLogger("minibase")
 
-# Query parameters whose values are secrets: the log shows that they were sent, not what they were.
-SECRET_PARAMETERS = frozenset({"apikey", "access_token", "refresh_token", "token", "token_hash", "password"})
+API_VERSION_HEADER = "X-Supabase-Api-Version"
+SDK_NAMES = ("supabase-js", "supabase-py", "postgrest-py", "postgrest-js", "supabase-")
+
+# Codes for an HTTP error that no view raised itself (routing, size, rate limits).
+HTTP_ERROR_CODES = {
+    400: (Auth.BAD_REQUEST, Rest.BAD_QUERY),
+    404: (Auth.NOT_FOUND, Rest.NOT_FOUND),
+    405: (Auth.METHOD_NOT_ALLOWED, Rest.METHOD_NOT_ALLOWED),
+    406: (Auth.NOT_ACCEPTABLE, Rest.NOT_ACCEPTABLE),
+    413: (Auth.REQUEST_TOO_LARGE, Rest.TOO_LARGE),
+    415: (Auth.UNSUPPORTED_MEDIA_TYPE, Rest.BAD_BODY),
+    429: (Auth.OVER_REQUEST_RATE_LIMIT, Rest.RATE_LIMITED),
+}
 
 
-def start_clock():
-    g.started = time.perf_counter()
+def api_version():
+    """The GoTrue API version an official client asked for, or None for a plain client."""
+    return request.headers.get(API_VERSION_HEADER) or None
 
 
-def secure_headers(response):
-    response.headers["X-Content-Type-Options"] = "nosniff"
-    if response.status_code in (201, 204) and response.calculate_content_length() == 0:
-        del response.headers["Content-Type"]  # nothing to label, least of all as text/html
-    if request.path.startswith("/auth/"):
-        # Sessions, tokens and users: never kept by a browser or a proxy cache.
-        response.headers["Cache-Control"] = "no-store"
+def official_sdk():
+    """Whether a table API request comes from an official SDK, which wants PostgREST's string codes."""
+    if "Accept-Profile" in request.headers or "Content-Profile" in request.headers:
+        return True
+    info = request.headers.get("X-Client-Info", "")
+    return info.startswith(SDK_NAMES)
+
+
+def which_api(error=None):
+    if error is not None and error.api:
+        return error.api
+    return "auth" if request.path.startswith("/auth/") else "rest"
+
+
+def render(error):
+    """The body for `error` in the shape of the API it belongs to."""
+    if which_api(error) == "auth":
+        if api_version():
+            body = {"code": error.error_code, "message": error.message, **error.extra}
+        else:
+            body = {
+                "code": error.status,
+                "error_code": error.error_code,
+                "msg": error.message,
+                "message": error.message,
+            }
+    else:
+        body = {
+            "message": error.message,
+            "code": error.error_code if official_sdk() else error.status,
+            "hint": error.hint,
+            "details": error.details,
+        }
+    return body, error.status, error.headers
+
+
+# Supabase services minibase does not provide, by path prefix.
+NOT_PROVIDED = {
+    "/storage/v1": "Storage",
+    "/realtime/v1": "Realtime",
+    "/functions/v1": "Edge Functions",
+    "/graphql/v1": "GraphQL",
+}
+
+
+def not_found(path):
+    """The code and message of a 404 for a path no route serves, saying what minibase provides."""
+    for prefix, service in NOT_PROVIDED.items():
+        if path == prefix or path.startswith(prefix + "/"):
+            return Rest.NOT_FOUND, f"minibase does not provide Supabase {service} ({prefix})"
+    if path.startswith("/rest/v1/rpc/"):
+        name = path.removeprefix("/rest/v1/rpc/")
+        return Rest.FUNCTION_NOT_FOUND, f"Could not find the function {name}"
+    if path.startswith("/auth/v1/"):
+        return Auth.NOT_FOUND, f"minibase's auth API has no endpoint {path}"
+    return Rest.NOT_FOUND, f"Not found: {path} (minibase serves /auth/v1 and /rest/v1)"
+
+
+def handle_http_exception(exc):
+    """Werkzeug's errors (404, 405, 413, 429, …) in our shape, keeping headers such as Allow."""
+    response = exc.get_response()
+    auth_code, rest_code = HTTP_ERROR_CODES.get(exc.code, (Auth.BAD_REQUEST, Rest.BAD_QUERY))
+    code = auth_code if which_api() == "auth" else rest_code
+    message = exc.description if exc.code != 429 else "Too many requests, try again later"
+    if exc.code == 404:
+        code, message = not_found(request.path[:200])
+    body, status, _ = render(APIError(exc.code, code, message))
+    response.set_data(json.dumps(body))
+    response.mimetype = "application/json"
+    response.status_code = status
     return response
 
 
-def logged_path():
-    """The request's path and query string, secret values replaced by ***."""
-    query = request.query_string.decode("latin-1")
-    if not query:
-        return request.path
-    lowered = query.lower()
-    if "%" not in query and not any(name in lowered for name in SECRET_PARAMETERS):
-        return f"{request.path}?{query}"  # as sent: no secret's name in it, not even percent-encoded
-    pairs = parse_qsl(query, keep_blank_values=True)
-    shown = [(key, "***" if key.lower() in SECRET_PARAMETERS else value) for key, value in pairs]
-    return f"{request.path}?{urlencode(shown, safe='*,.()[]:')}"
+def unavailable():
+    """The 503 of a database that does not answer (stopped, frozen, too slow, connection lost)."""
+    code = Rest.DATABASE_UNAVAILABLE if which_api() == "rest" else Auth.DATABASE_UNAVAILABLE
+    return render(APIError(503, code, "The database is not answering, try again later"))
 
 
-def log_request(response):
-    if not log.isEnabledFor(logging.INFO):
-        return response  # the line would be dropped: spare parsing the query for it
-    started = g.get("started")
-    took = (time.perf_counter() - started) * 1000 if started is not None else 0.0
-    log.info("%s %s %s %.1fms", request.method, logged_path(), response.status_code, took)
-    return response
+def handle_unexpected(exc):
+    """Anything else: a 503 when the database does not answer, else a logged, generic 500."""
+    rest = which_api() == "rest"
+    if isinstance(exc, OperationalError):
+        log.error("database unavailable on %s %s: %s", request.method, request.path, describe(exc))
+        return unavailable()
+    if isinstance(exc, DataError):
+        # A value the database refused (too long, a character its charset lacks) that no check above
+        # caught: the client's doing, so a 400, named by the database's code only in the log.
+        log.warning("database refused a value on %s %s: %s", request.method, request.path, describe(exc))
+        code = Rest.INVALID_TEXT if rest else Auth.VALIDATION_FAILED
+        return render(APIError(400, code, "A value does not fit its column"))
+    log.exception("unexpected error on %s %s", request.method, request.path)
+    code = Rest.UNEXPECTED if rest else Auth.UNEXPECTED_FAILURE
+    return render(APIError(500, code, "Unexpected failure, please try again"))
 
 
-def init_app(app):
-    app.before_request(start_clock)
-    app.after_request(log_request)
-    app.after_request(secure_headers)
+def register(app):
+    app.register_error_handler(APIError, render)
+    app.register_error_handler(HTTPException, handle_http_exception)
+    app.register_error_handler(Exception, handle_unexpected)
 
 
-def end_transaction(response):
-    """after_request: end the request's transaction (a read's included) while errors still become
-    JSON: a connection that dies here gives the documented 503, not a bare 500 from teardown."""
-    try:
-        transactions.end_session()
-    except DBAPIError as exc:
-        log.error(
-            "database unavailable at the end of %s %s: %s",
-            request.method,
-            request.path,
-            transactions.describe(exc),
-        )
-        return current_app.make_response(unavailable())
-    return response
+def string_id_for_sdks(user):
+    """`user` as the calling client reads it: an official SDK (it sends an API version header) wants
+    the id as a string, a plain client the integer user_id."""
+    return {**user, "id": str(user["id"])} if api_version() else user
+
+
+def session_for_sdks(session):
+    """A session object whose user is shaped by string_id_for_sdks."""
+    return {**session, "user": string_id_for_sdks(session["user"])}

@@ -39,12 +39,7 @@ def init_app(app):
                 cursor.execute(f"SET SESSION max_execution_time = {int(statement_timeout * 1000)}")
         cursor.close()
 
-    def before_statement(conn, cursor, statement, parameters, context, executemany):
-        deadline = conn.connection._connection_record.info.get("deadline")
-        if deadline is not None:
-            deadline.start()
-
     with app.app_context():
         event.listen(db.engine, "connect", on_connect)
         if db.engine.dialect.name == "sqlite":
-            event.listen(db.engine, "before_cursor_execute", before_statement)
+            event.listen(db.engine, "before_cursor_execute", transactions.start_deadline)

@@ -184,6 +184,13 @@ def end_session():
 # --- compiled reads, and SQLite's statement deadline
 
 
+def start_deadline(conn, cursor, statement, parameters, context, executemany):
+    """before_cursor_execute on SQLite: the statement about to run gets STATEMENT_TIMEOUT."""
+    deadline = conn.connection._connection_record.info.get("deadline")
+    if deadline is not None:
+        deadline.start()
+
+
 class Deadline:
     """A SQLite connection's time limit on its running statement: SQLite has no statement timeout of
     its own, so the connection's progress handler asks `passed` and interrupts the statement."""

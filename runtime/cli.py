@@ -5,8 +5,8 @@ from flask import current_app
 from flask.cli import with_appcontext
 
 from auth import accounts, sessions, tokens
+from database import transactions
 from errors import APIError
-from extensions import db
 from models import Session
 
 
@@ -37,10 +37,9 @@ def create_user(email, password, username, first_name, last_name):
     """Create an active user."""
     data = {"username": username, "first_name": first_name, "last_name": last_name}
     try:
-        user_id = accounts.create_user(email.strip().lower(), password, data)
+        user_id = transactions.write(accounts.create_user, email.strip().lower(), password, data)
     except APIError as exc:
         raise click.ClickException(exc.message) from None
-    db.session.commit()
     click.echo(f"created user {user_id}")
 
 
@@ -49,8 +48,7 @@ def create_user(email, password, username, first_name, last_name):
 @click.argument("email")
 def deactivate_user(email):
     """Set active=0 and end the user's sessions."""
-    accounts.set_active(_user_id(email), False)
-    db.session.commit()
+    transactions.write(accounts.set_active, _user_id(email), False)
     click.echo(f"deactivated {email}")
 
 
@@ -59,8 +57,7 @@ def deactivate_user(email):
 @click.argument("email")
 def revoke_sessions(email):
     """End every session of a user: their tokens stop working at once."""
-    sessions.end(Session.user_id == _user_id(email))
-    db.session.commit()
+    transactions.write(sessions.end, Session.user_id == _user_id(email))
     click.echo(f"revoked the sessions of {email}")
 
 

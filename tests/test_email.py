@@ -12,7 +12,7 @@ import pytest
 import sqlalchemy as sa
 from aiosmtpd.controller import Controller
 
-from auth import tokens
+import clock
 from support import Api, assert_auth_error, free_port, serve_app
 
 SITE = "https://app.example.com"
@@ -141,8 +141,8 @@ def test_a_token_expires(api, smtp, monkeypatch):
     api.sign_up()
     api.post("/auth/v1/recover", json={"email": "ann@example.com"})
     _, code = link_and_code(smtp.last())
-    later = tokens.now() + 3601
-    monkeypatch.setattr(tokens, "now", lambda: later)
+    later = clock.now() + 3601
+    monkeypatch.setattr(clock, "now", lambda: later)
     body = {"type": "recovery", "email": "ann@example.com", "token": code}
     assert_auth_error(api.post("/auth/v1/verify", json=body), 403, "otp_expired")
 

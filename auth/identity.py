@@ -1,0 +1,69 @@
+"""Who a bearer token belongs to: an API key's role, or a signed-in user whose session is looked up
+in the database on every request, so that a session ended on any instance is refused at once."""
+
+from dataclasses import dataclass
+
+from sqlalchemy import bindparam, select
+
+from auth import tokens
+from config import setting
+from database import transactions
+from errors import APIError, Auth, bad_jwt, user_inactive, user_not_found
+from extensions import db, state
+from models import Profile, Session, user_columns, users_table
+
+
+@dataclass(frozen=True)
+class Identity:
+    """The caller of one request, as the services see it."""
+
+    role: str  # anon | authenticated | service_role
+    user_id: int | None = None
+    session_id: str | None = None
+    user: object = None  # the user and profile row (models.load_user's shape) of a signed-in caller
+
+
+def api_key_role(key):
+    """anon or service_role for a valid API key, else None."""
+    return tokens.api_key_role(key, setting("JWT_SECRET"))
+
+
+def identify(token):
+    """The identity behind a bearer token; a 401 when it is bad, expired, logged out or its user gone."""
+    role = api_key_role(token)
+    if role is not None:
+        return Identity(role)
+    try:
+        claims = tokens.decode_access_token(token, setting("JWT_SECRET"))
+    except tokens.TokenError as exc:
+        raise (bad_jwt("Token has expired") if exc.expired else bad_jwt()) from None
+    # A read of its own, prepared once and ended at once, on a pooled connection: no ORM session for
+    # a request that needs none (GET /user), and a write that follows starts its transaction at its
+    # first statement.
+    found = transactions.prepared({"session_id": claims["session_id"]}, prepared_session_user())[0]
+    row = found[0] if found else None
+    if row is None:
+        raise APIError(401, Auth.SESSION_NOT_FOUND, "Session from session_id claim in JWT does not exist")
+    if str(row.session_user) != claims["sub"]:
+        raise bad_jwt()
+    if row.user_id is None:
+        raise user_not_found(401)
+    if not row.active:
+        raise user_inactive(401)
+    return Identity("authenticated", row.user_id, claims["session_id"], row)
+
+
+def prepared_session_user():
+    """One round trip: a session, and its user with the profile /auth/v1/user answers with. Prepared
+    once per users table (database.transactions.prepare): every bearer token runs it."""
+    cache, users = state(), users_table()
+    if cache.session_user is None or cache.session_user[0] is not users:
+        query = (
+            select(Session.user_id.label("session_user"), *user_columns())
+            .select_from(Session)
+            .outerjoin(users, users.c.user_id == Session.user_id)
+            .outerjoin(Profile, Profile.user_id == Session.user_id)
+            .where(Session.id == bindparam("session_id", required=True))
+        )
+        cache.session_user = (users, transactions.prepare(query, db.engine))
+    return cache.session_user[1]
