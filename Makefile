@@ -29,9 +29,10 @@ test: $(VENV)/.dev-deps ## run the whole suite (SQLite, and MariaDB when mariadb
 keys: $(VENV)/.run-deps ## print the anon and service_role API keys (the ones `make run` serves with)
 	$(BIN)/flask --app app keys
 
-lint: $(VENV)/.dev-deps ## ruff check and ruff format --check
+lint: $(VENV)/.dev-deps ## ruff check, ruff format --check, and the import layers (lint-imports)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 format: $(VENV)/.dev-deps ## ruff format and ruff check --fix
 	$(BIN)/ruff format .
