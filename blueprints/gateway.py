@@ -18,6 +18,11 @@ from database import transactions
 from errors import APIError, Auth, Rest, bad_jwt, no_authorization
 
 PROTECTED_PREFIXES = ("/auth/v1", "/rest/v1")
+# Reached by a browser from a link in a mail or a provider's redirect, which cannot add a header:
+# open without a key, as at Supabase's gateway.
+OPEN_ROUTES = frozenset(
+    {("GET", "/auth/v1/verify"), ("GET", "/auth/v1/authorize"), ("GET", "/auth/v1/callback")}
+)
 # Query parameters whose values are secrets: the log shows that they were sent, not what they were.
 SECRET_PARAMETERS = frozenset({"apikey", "access_token", "refresh_token", "token", "token_hash", "password"})
 
@@ -39,8 +44,12 @@ def init_app(app):
 
 
 def require_api_key():
-    """before_request: every /auth/v1 and /rest/v1 request carries a valid key."""
+    """before_request: every /auth/v1 and /rest/v1 request carries a valid key, but a browser's
+    preflight and the OPEN_ROUTES."""
     if not request.path.startswith(PROTECTED_PREFIXES) or request.method == "OPTIONS":
+        return
+    if (request.method, request.path.rstrip("/")) in OPEN_ROUTES:
+        g.api_key_role = "anon"
         return
     key = request.headers.get("apikey") or request.args.get("apikey")
     if not key:

@@ -9,6 +9,7 @@ from email import policy
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+import requests
 import sqlalchemy as sa
 from aiosmtpd.controller import Controller
 
@@ -107,6 +108,26 @@ def test_recovery_end_to_end(api, smtp):
     # The link was single use.
     _, again = follow(api, link)
     assert again["error_code"] == "otp_expired" and "access_token" not in again
+
+
+def test_the_mailed_link_works_in_a_browser_with_no_api_key(api, smtp):
+    """A browser following the link cannot add an apikey header: the link alone must do, over HTTP."""
+    api.sign_up()
+    api.post("/auth/v1/recover?redirect_to=https://app.example.com/reset", json={"email": "ann@example.com"})
+    link, _ = link_and_code(smtp.last("ann@example.com"))
+    base, stop = serve_app(api.app)
+    try:
+        parts = urlsplit(link)
+        response = requests.get(f"{base}{parts.path}?{parts.query}", allow_redirects=False, timeout=10)
+        # Only the link's own route is open: the rest of the API still wants the key.
+        refused = requests.get(f"{base}/auth/v1/settings", timeout=10)
+    finally:
+        stop()
+    assert response.status_code == 303, response.text
+    target, _, fragment = response.headers["Location"].partition("#")
+    assert target == "https://app.example.com/reset"
+    assert "access_token" in parse_qs(fragment) and parse_qs(fragment)["type"] == ["recovery"]
+    assert refused.status_code == 401
 
 
 def test_a_code_verifies_once_and_a_token_hash_too(api, smtp):
