@@ -9,8 +9,7 @@ from limits import parse as parse_limit
 from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-import clock
-from auth import sessions
+from auth import sessions, tokens
 from auth.passwords import (
     MIN_LENGTH,
     dummy_hash,
@@ -20,6 +19,7 @@ from auth.passwords import (
     needs_rehash,
     verify_password,
 )
+from auth.users import is_banned, load_user, user_object, user_query
 from config import setting
 from database.transactions import CommitAndRaise, transactional
 from errors import (
@@ -39,12 +39,8 @@ from models import (
     Profile,
     Session,
     SignUpLock,
-    is_banned,
-    load_user,
     required_without_default,
     upsert,
-    user_object,
-    user_query,
     users_table,
 )
 
@@ -116,7 +112,7 @@ def create_user(email, password, data):
         if columns.get(name) is None:
             columns[name] = ""
     check_lengths({**columns, "email": email}, about)
-    now = clock.utcnow()
+    now = tokens.utcnow()
     values = {
         **columns,
         "email": email,
@@ -188,13 +184,13 @@ class FailedSignIns:
         if not self.enabled:
             return
         row = db.session.get(FailedSignIn, self.key)
-        now = clock.utcnow()
+        now = tokens.utcnow()
         if (
             row is not None
             and row.window_start > now - self.window
             and row.failures >= FAILED_SIGN_INS.amount
         ):
-            reset = (row.window_start + self.window - now).total_seconds() + clock.now()
+            reset = (row.window_start + self.window - now).total_seconds() + tokens.now()
             raise too_many("Too many failed sign-in attempts, try again later", reset)
 
     def record(self):
@@ -202,7 +198,7 @@ class FailedSignIns:
         any number of instances (or cluster nodes) each add one, and none is lost."""
         if not self.enabled:
             return
-        now = clock.utcnow()
+        now = tokens.utcnow()
         db.session.execute(delete(FailedSignIn).where(FailedSignIn.window_start <= now - self.window))
         table = FailedSignIn.__table__
         values = {"key": self.key, "window_start": now, "failures": 1}
@@ -210,7 +206,7 @@ class FailedSignIns:
 
 
 def too_many(message, reset):
-    retry = max(1, int(reset - clock.now()))
+    retry = max(1, int(reset - tokens.now()))
     return APIError(429, Auth.OVER_REQUEST_RATE_LIMIT, message, headers={"Retry-After": str(retry)})
 
 
@@ -301,7 +297,7 @@ def change_user(user_id, fields, keep_session=None):
             db.session.execute(update(users).where(users.c.user_id == user_id).values(columns))
         except IntegrityError:
             raise email_exists() from None
-    profile = {"user_id": user_id, "updated_at": clock.utcnow()}
+    profile = {"user_id": user_id, "updated_at": tokens.utcnow()}
     if "about" in fields or "about" in data:
         profile["about"] = about
     if extra_changes:
@@ -401,10 +397,10 @@ def _administer(user_id, fields):
     null is removed)."""
     if not fields:
         return
-    profile = {"user_id": user_id, "updated_at": clock.utcnow()}
+    profile = {"user_id": user_id, "updated_at": tokens.utcnow()}
     if "ban_duration" in fields:
         duration = fields["ban_duration"]
-        profile["banned_until"] = None if duration is None else clock.utcnow() + duration
+        profile["banned_until"] = None if duration is None else tokens.utcnow() + duration
         if duration is not None:
             sessions.end(Session.user_id == user_id)
     if fields.get("app_metadata"):

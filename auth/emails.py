@@ -17,14 +17,14 @@ from urllib.parse import quote, urlencode
 
 from sqlalchemy import delete, select, update
 
-import clock
-from auth import accounts, mail, sessions
+from auth import accounts, mail, sessions, tokens
+from auth.users import is_banned, load_user, user_object
 from config import setting
 from database import transactions
 from database.transactions import CommitAndRaise, transactional
 from errors import APIError, Auth, user_banned, user_inactive, user_not_found, validation_failed
 from extensions import db, state
-from models import EmailSend, OneTimeToken, Profile, is_banned, load_user, upsert, user_object, users_table
+from models import EmailSend, OneTimeToken, Profile, upsert, users_table
 
 MAX_WRONG_GUESSES = 5
 TEMPLATES = {
@@ -95,7 +95,7 @@ def issue(user_id, purpose, email):
     """A new link token and code for (user, purpose), replacing any older one (not committed)."""
     token = secrets.token_urlsafe(32)
     code = f"{secrets.randbelow(10**6):06d}"
-    now = clock.utcnow()
+    now = tokens.utcnow()
     db.session.execute(
         delete(OneTimeToken).where(OneTimeToken.user_id == user_id, OneTimeToken.purpose == purpose)
     )
@@ -121,7 +121,7 @@ def throttle(email):
     if not setting("RATE_LIMITS") or not setting("EMAIL_RATE_LIMIT"):
         return
     key = keyed_hash(f"address:{email}")
-    now = clock.utcnow()
+    now = tokens.utcnow()
     upsert(EmailSend.__table__, {"address_key": key, "sent_at": now - timedelta(days=1)}, ["address_key"], {})
     last = db.session.execute(
         select(EmailSend.sent_at).where(EmailSend.address_key == key).with_for_update()
@@ -166,7 +166,7 @@ def sign_up_unconfirmed(email, password, data, redirect_to):
     """Sign-up with MAILER_AUTOCONFIRM off: the user, no session, and a confirmation mail."""
     throttle(email)
     user_id = _new_user(email, data, password, unconfirmed=True)
-    _profile(user_id, confirmation_sent_at=clock.utcnow())
+    _profile(user_id, confirmation_sent_at=tokens.utcnow())
     send("signup", user_id, email, redirect_to)
     return user_object(load_user(user_id))
 
@@ -189,7 +189,7 @@ def _recover(email, redirect_to):
     found = accounts.find_credentials(email)
     if found is None or not found.active:
         return False
-    _profile(found.user_id, recovery_sent_at=clock.utcnow())
+    _profile(found.user_id, recovery_sent_at=tokens.utcnow())
     send("recovery", found.user_id, email, redirect_to)
     return True
 
@@ -226,12 +226,12 @@ def resend(kind, email, redirect_to):
     if kind == "signup":
         found = accounts.find_credentials(email)
         if found is not None and _row(found.user_id).unconfirmed:
-            _profile(found.user_id, confirmation_sent_at=clock.utcnow())
+            _profile(found.user_id, confirmation_sent_at=tokens.utcnow())
             send("signup", found.user_id, email, redirect_to)
     else:
         user_id = db.session.execute(select(Profile.user_id).where(Profile.new_email == email)).scalar()
         if user_id is not None:
-            _profile(user_id, email_change_sent_at=clock.utcnow())
+            _profile(user_id, email_change_sent_at=tokens.utcnow())
             send("email_change", user_id, email, redirect_to)
     return {}
 
@@ -244,7 +244,7 @@ def change_email(user_id, new_email, redirect_to):
         raise accounts.email_exists()
     accounts.check_lengths({"email": new_email})
     throttle(new_email)
-    _profile(user_id, new_email=new_email, email_change_sent_at=clock.utcnow())
+    _profile(user_id, new_email=new_email, email_change_sent_at=tokens.utcnow())
     send("email_change", user_id, new_email, redirect_to)
 
 
@@ -272,7 +272,7 @@ def verify(kind, token_hash=None, email=None, code=None):
     purposes = VERIFY_TYPES.get(kind)
     if purposes is None:
         raise validation_failed(f"type: must be one of {', '.join(VERIFY_TYPES)}")
-    now = clock.utcnow()
+    now = tokens.utcnow()
     if token_hash:
         found = db.session.execute(
             select(OneTimeToken)

@@ -6,11 +6,12 @@ from dataclasses import dataclass
 from sqlalchemy import bindparam, select
 
 from auth import tokens
+from auth.users import user_columns
 from config import setting
 from database import transactions
 from errors import APIError, Auth, bad_jwt, user_inactive, user_not_found
 from extensions import db, state
-from models import Profile, Session, user_columns, users_table
+from models import Profile, Session, users_table
 
 
 @dataclass(frozen=True)

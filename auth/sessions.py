@@ -6,8 +6,8 @@ import uuid
 
 from sqlalchemy import delete, select, update
 
-import clock
 from auth import tokens
+from auth.users import is_banned, load_user, user_object
 from config import setting
 from database.transactions import CommitAndRaise, transactional
 from errors import (
@@ -19,7 +19,7 @@ from errors import (
     validation_failed,
 )
 from extensions import db
-from models import Profile, RefreshToken, Session, is_banned, load_user, upsert, user_object
+from models import Profile, RefreshToken, Session, upsert
 
 LOGOUT_SCOPES = ("global", "local", "others")
 
@@ -33,15 +33,15 @@ def _new_refresh_token(session_id, parent=None):
         session_id=session_id,
         parent=parent,
         revoked=False,
-        issued_at=clock.now(),
-        updated_at=clock.utcnow(),
+        issued_at=tokens.now(),
+        updated_at=tokens.utcnow(),
     )
     db.session.add(row)
     return row
 
 
 def _open(user_id):
-    now = clock.utcnow()
+    now = tokens.utcnow()
     session = Session(id=str(uuid.uuid4()), user_id=user_id, created_at=now, refreshed_at=now)
     db.session.add(session)
     db.session.flush()
@@ -52,7 +52,7 @@ def start(user_id):
     """Record the sign-in and open a session: the session object to answer with."""
     upsert(
         Profile.__table__,
-        {"user_id": user_id, "last_sign_in_at": clock.utcnow()},
+        {"user_id": user_id, "last_sign_in_at": tokens.utcnow()},
         ["user_id"],
     )
     session, refresh = _open(user_id)
@@ -108,7 +108,7 @@ def refresh(token):
         if exc.expired:
             raise APIError(400, Auth.SESSION_EXPIRED, "Invalid Refresh Token: Session Expired") from None
         raise refresh_token_not_found() from None
-    now = clock.utcnow()
+    now = tokens.utcnow()
     # Locks are taken in one order everywhere, the session's row first (as end() does), so that a
     # refresh racing a logout waits for it instead of deadlocking with it.
     session = db.session.execute(

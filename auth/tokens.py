@@ -1,12 +1,10 @@
-"""Signed tokens: API keys, access tokens and refresh tokens (HS256 only), checked against
-clock.py's clock."""
+"""Signed tokens: API keys, access tokens and refresh tokens (HS256 only), and the clock they use."""
 
 import functools
+import time
 from datetime import UTC, datetime
 
 import jwt
-
-import clock
 
 ISSUER = "minibase"
 ALGORITHM = "HS256"
@@ -21,6 +19,16 @@ class TokenError(Exception):
     def __init__(self, message, expired=False):
         super().__init__(message)
         self.expired = expired
+
+
+def now():
+    """Seconds since the epoch; the one clock, so tests can move it."""
+    return int(time.time())
+
+
+def utcnow():
+    """The clock as a naive UTC datetime, for database columns."""
+    return datetime.fromtimestamp(now(), UTC).replace(tzinfo=None)
 
 
 def _verify(token, secret, require, **kwargs):
@@ -44,14 +52,14 @@ def _decode(token, secret, require, **kwargs):
 
 
 def _unexpired(claims):
-    if claims["exp"] <= clock.now():
+    if claims["exp"] <= now():
         raise TokenError("token has expired", expired=True)
     return claims
 
 
 def api_key(role, secret):
     """The API key for `role`; stable within a year, so printing it again gives the same key."""
-    year_start = int(datetime(datetime.fromtimestamp(clock.now(), UTC).year, 1, 1, tzinfo=UTC).timestamp())
+    year_start = int(datetime(datetime.fromtimestamp(now(), UTC).year, 1, 1, tzinfo=UTC).timestamp())
     claims = {"role": role, "iss": ISSUER, "iat": year_start, "exp": year_start + API_KEY_LIFETIME}
     return jwt.encode(claims, secret, algorithm=ALGORITHM)
 
@@ -59,7 +67,7 @@ def api_key(role, secret):
 def api_key_role(token, secret):
     """The role of a valid API key, or None when `token` is not one."""
     role, expires = _verified_api_key(token, secret)
-    return role if role is not None and expires > clock.now() else None
+    return role if role is not None and expires > now() else None
 
 
 @functools.lru_cache(maxsize=256)
@@ -76,7 +84,7 @@ def _verified_api_key(token, secret):
 
 
 def access_token(claims, secret, lifetime):
-    issued = clock.now()
+    issued = now()
     payload = {
         "iss": ISSUER,
         "aud": "authenticated",

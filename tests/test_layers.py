@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-LEAVES = ("models", "filters", "values", "errors", "config", "clock", "extensions")
+LEAVES = ("models", "filters", "values", "errors", "config", "extensions")
 ABOVE = frozenset({"app", "wsgi", "blueprints", "runtime", "auth", "rest", "database", "tools"})
 
 

@@ -8,7 +8,7 @@ import pytest
 import requests
 from sqlalchemy import func, select
 
-import clock
+from auth import tokens
 from extensions import db
 from models import RefreshToken, Session
 from support import SECRET, Api, assert_auth_error
@@ -22,8 +22,8 @@ def refresh(api, token, **kwargs):
 
 def later(monkeypatch, seconds):
     """Move the clock forward by `seconds` (from wherever it stands)."""
-    start = clock.now()
-    monkeypatch.setattr(clock, "now", lambda: start + seconds)
+    start = tokens.now()
+    monkeypatch.setattr(tokens, "now", lambda: start + seconds)
 
 
 def test_refresh_rotates_the_token_and_keeps_the_session(api):

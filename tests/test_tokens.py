@@ -6,7 +6,6 @@ import json
 import jwt
 import pytest
 
-import clock
 from auth import tokens
 from support import SECRET, Api, assert_auth_error, assert_rest_error
 
@@ -116,7 +115,7 @@ def forged_tokens(session):
         "alg-none": unsigned(token),
         "other-secret": resign(token, secret="another-secret-" + "z" * 60),
         "hs512": resign(token, algorithm="HS512"),
-        "expired": resign(token, exp=clock.now() - 10, iat=clock.now() - 4000),
+        "expired": resign(token, exp=tokens.now() - 10, iat=tokens.now() - 4000),
         "other-user": resign(token, sub="999999"),
         "no-session": resign(token, session_id=None),
         "unknown-session": resign(token, session_id="00000000-0000-0000-0000-000000000000"),
@@ -175,8 +174,8 @@ def test_the_anon_key_as_bearer_is_accepted_where_no_user_is_needed(api, anon_ke
 
 def test_an_expired_token_from_a_moved_clock(api, monkeypatch):
     api.sign_up()
-    real_now = clock.now()
-    monkeypatch.setattr(clock, "now", lambda: real_now - 3700)
+    real_now = tokens.now()
+    monkeypatch.setattr(tokens, "now", lambda: real_now - 3700)
     token = api.sign_in().json["access_token"]
     monkeypatch.undo()
     error = assert_auth_error(api.get("/auth/v1/user", token=token), 401, "bad_jwt")
@@ -189,10 +188,10 @@ def test_service_key_on_auth_routes(app, service_key):
 
 
 def test_a_remembered_api_key_still_expires(app, monkeypatch):
-    start = clock.now()
+    start = tokens.now()
     key = jwt.encode({"role": "anon", "iss": "minibase", "iat": start, "exp": start + 100}, SECRET)
     client = app.test_client()
     assert client.get("/auth/v1/settings", headers={"apikey": key}).status_code == 200
-    monkeypatch.setattr(clock, "now", lambda: start + 101)
+    monkeypatch.setattr(tokens, "now", lambda: start + 101)
     response = client.get("/auth/v1/settings", headers={"apikey": key})
     assert response.status_code == 401 and response.json["message"] == "Invalid API key"

@@ -66,18 +66,23 @@ def run(app, base, count):
     return statuses
 
 
-def main():
+def bench_app(rows, **settings):
+    """The service over bench.py's tables with `rows` items in a new SQLite file, logging at INFO to
+    a stream nobody reads (as the server logs), and its anon key."""
     workdir = Path(tempfile.mkdtemp(prefix="minibase-profile-"))
     (workdir / "tables.toml").write_text(bench.TABLES_TOML)
     url = f"sqlite:///{workdir / 'bench.db'}"
-    bench.seed(url, 20000)
-    # As the server logs (wsgi.py): INFO, to a stream nobody reads.
+    bench.seed(url, rows)
     logging.basicConfig(level=logging.INFO, stream=open("/dev/null", "w"))  # noqa: SIM115
     app = create_app(
         {"DATABASE_URL": url, "JWT_SECRET": bench.SECRET, "RATE_LIMITS": False,
-         "TABLES_CONFIG": str(workdir / "tables.toml"), "MAILER_AUTOCONFIRM": True}
+         "TABLES_CONFIG": str(workdir / "tables.toml"), "MAILER_AUTOCONFIRM": True, **settings}
     )  # fmt: skip
-    key = tokens.api_key("anon", bench.SECRET)
+    return app, tokens.api_key("anon", bench.SECRET)
+
+
+def main():
+    app, key = bench_app(20000)
     client = app.test_client()
     body = {"email": "bench@example.com", "password": bench.PASSWORD}
     bearer = client.post("/auth/v1/signup", json=body, headers={"apikey": key}).get_json()["access_token"]

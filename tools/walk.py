@@ -9,17 +9,13 @@ file is in the project (not the virtualenv, not the tests, not tools/); a switch
 module from another one (or from Flask, entering the project).
 """
 
-import logging
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from app import create_app  # noqa: E402
-from auth import tokens  # noqa: E402
-from tools import bench  # noqa: E402
+from tools.profile_reads import bench_app  # noqa: E402
 
 SKIP = (str(ROOT / ".venv"), str(ROOT / "tests"), str(ROOT / "tools"))
 
@@ -61,16 +57,7 @@ def walk(client, method, path, **kwargs):
 
 
 def main():
-    workdir = Path(tempfile.mkdtemp(prefix="minibase-walk-"))
-    (workdir / "tables.toml").write_text(bench.TABLES_TOML)
-    url = f"sqlite:///{workdir / 'walk.db'}"
-    bench.seed(url, 100)
-    logging.basicConfig(level=logging.INFO, stream=open("/dev/null", "w"))  # noqa: SIM115
-    app = create_app(
-        {"DATABASE_URL": url, "JWT_SECRET": bench.SECRET, "RATE_LIMITS": False, "BCRYPT_ROUNDS": 4,
-         "TABLES_CONFIG": str(workdir / "tables.toml"), "MAILER_AUTOCONFIRM": True}
-    )  # fmt: skip
-    key = tokens.api_key("anon", bench.SECRET)
+    app, key = bench_app(100, BCRYPT_ROUNDS=4)
     client = app.test_client()
     headers = {"apikey": key}
     credentials = {"email": "walk@example.com", "password": "walk-password"}

@@ -1,0 +1,83 @@
+"""A user as the auth API shows one: the users table's row and the service's profile of it, read in
+one query, and GoTrue's user object made of them (never the password hash)."""
+
+from sqlalchemy import select
+
+from auth import tokens
+from extensions import db
+from models import METADATA_COLUMNS, Profile, users_table
+
+
+def user_columns():
+    """What a user object is made of: the users table's columns (never the hash) and the profile's."""
+    users = users_table()
+    return [
+        users.c.user_id,
+        users.c.email,
+        users.c.username,
+        users.c.first_name,
+        users.c.last_name,
+        users.c.active,
+        users.c.joined,
+        Profile.about,
+        Profile.extra,
+        Profile.updated_at,
+        Profile.last_sign_in_at,
+        Profile.banned_until,
+        Profile.app_metadata,
+        Profile.unconfirmed,
+        Profile.confirmation_sent_at,
+        Profile.confirmed_at,
+        Profile.recovery_sent_at,
+        Profile.new_email,
+        Profile.email_change_sent_at,
+    ]
+
+
+def user_query():
+    """Users with their profiles."""
+    users = users_table()
+    return select(*user_columns()).outerjoin(Profile, Profile.user_id == users.c.user_id)
+
+
+def load_user(user_id):
+    """The user and their profile as one row, or None."""
+    users = users_table()
+    return db.session.execute(user_query().where(users.c.user_id == user_id)).first()
+
+
+def is_banned(banned_until):
+    """Whether a ban ending at `banned_until` (naive UTC, or None) is still on."""
+    return banned_until is not None and banned_until > tokens.utcnow()
+
+
+def timestamp(value):
+    return value.strftime("%Y-%m-%dT%H:%M:%SZ") if value is not None else None
+
+
+def user_object(row):
+    """GoTrue's user object for a row of user_query; `id` is the integer user_id."""
+    metadata = {**(row.extra or {}), **{name: getattr(row, name) for name in METADATA_COLUMNS}}
+    created = timestamp(row.joined)
+    confirmed = None if row.unconfirmed else timestamp(row.confirmed_at) or created
+    return {
+        "id": row.user_id,
+        "aud": "authenticated",
+        "role": "authenticated",
+        "email": row.email,
+        "phone": "",
+        "email_confirmed_at": confirmed,
+        "confirmed_at": confirmed,
+        "confirmation_sent_at": timestamp(row.confirmation_sent_at),
+        "recovery_sent_at": timestamp(row.recovery_sent_at),
+        "new_email": row.new_email,
+        "email_change_sent_at": timestamp(row.email_change_sent_at),
+        "app_metadata": {**(row.app_metadata or {}), "provider": "email", "providers": ["email"]},
+        "user_metadata": metadata,
+        "identities": [],
+        "created_at": created,
+        "updated_at": timestamp(row.updated_at) or created,
+        "last_sign_in_at": timestamp(row.last_sign_in_at),
+        "banned_until": timestamp(row.banned_until) if is_banned(row.banned_until) else None,
+        "is_anonymous": False,
+    }
