@@ -18,7 +18,7 @@ sys.path.insert(0, str(ROOT))
 
 from app import create_app  # noqa: E402
 from auth import tokens  # noqa: E402
-from tools import bench  # noqa: E402
+from tools import bench, servers  # noqa: E402
 
 COUNT = int(next((a for a in sys.argv[1:] if a.isdigit()), "3000"))
 PROFILE = "--no-profile" not in sys.argv
@@ -67,24 +67,24 @@ def run(app, base, count):
 
 
 def bench_app(rows, **settings):
-    """The service over bench.py's tables with `rows` items in a new SQLite file, logging at INFO to
+    """The service over the bench tables with `rows` items in a new SQLite file, logging at INFO to
     a stream nobody reads (as the server logs), and its anon key."""
     workdir = Path(tempfile.mkdtemp(prefix="minibase-profile-"))
-    (workdir / "tables.toml").write_text(bench.TABLES_TOML)
+    (workdir / "tables.toml").write_text(servers.TABLES_TOML)
     url = f"sqlite:///{workdir / 'bench.db'}"
-    bench.seed(url, rows)
+    servers.seed(url, rows)
     logging.basicConfig(level=logging.INFO, stream=open("/dev/null", "w"))  # noqa: SIM115
     app = create_app(
-        {"DATABASE_URL": url, "JWT_SECRET": bench.SECRET, "RATE_LIMITS": False,
+        {"DATABASE_URL": url, "JWT_SECRET": servers.SECRET, "RATE_LIMITS": False,
          "TABLES_CONFIG": str(workdir / "tables.toml"), "MAILER_AUTOCONFIRM": True, **settings}
     )  # fmt: skip
-    return app, tokens.api_key("anon", bench.SECRET)
+    return app, tokens.api_key("anon", servers.SECRET)
 
 
 def main():
     app, key = bench_app(20000)
     client = app.test_client()
-    body = {"email": "bench@example.com", "password": bench.PASSWORD}
+    body = {"email": "bench@example.com", "password": servers.PASSWORD}
     bearer = client.post("/auth/v1/signup", json=body, headers={"apikey": key}).get_json()["access_token"]
     cases = {
         "key read": environ(bench.KEY_READ, {"apikey": key}),

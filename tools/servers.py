@@ -1,0 +1,223 @@
+"""The servers a benchmark loads, and their data: the bench tables seeded into SQLite or MariaDB,
+minibase under waitress (wsgi.py), the ceiling app, datasette and a throwaway MariaDB, each in a
+process of its own whose output goes to a log file, and how to stop them and read their memory."""
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import requests
+import sqlalchemy as sa
+
+ROOT = Path(__file__).resolve().parent.parent
+SECRET = "bench-secret-" + "b" * 60
+DATASETTE = ROOT / ".venv-bench" / "bin" / "datasette"
+PASSWORD = "bench-password"
+LOGS = Path(tempfile.gettempdir()) / "minibase-bench-logs"
+
+CEILING_APP = """
+import sqlite3, sys, threading
+from flask import Flask
+from waitress import serve
+app = Flask("ceiling")
+local = threading.local()
+@app.get("/")
+def index():
+    return {"status": "ok"}
+@app.get("/row/<int:key>")
+def row(key):  # the least a read by key can do: one sqlite3 query on a connection of the thread's own
+    if not hasattr(local, "db"):
+        local.db = sqlite3.connect(sys.argv[3])
+    found = local.db.execute("SELECT id, name, location, price, owner_id FROM items WHERE id = ?", (key,))
+    return [dict(zip(("id", "name", "location", "price", "owner_id"), r)) for r in found.fetchall()]
+serve(app, host="127.0.0.1", port=int(sys.argv[1]), threads=int(sys.argv[2]), _quiet=True)
+"""
+
+
+# --- data
+
+
+def seed(url, rows):
+    """items (indexed name, a location to match), owners and tags to embed; `rows` items."""
+    engine = sa.create_engine(url)
+    metadata = sa.MetaData()
+    owners = sa.Table(
+        "owners",
+        metadata,
+        sa.Column("id", sa.Integer, primary_key=True),
+        sa.Column("name", sa.String(64), nullable=False),
+    )
+    items = sa.Table(
+        "items",
+        metadata,
+        sa.Column("id", sa.Integer, primary_key=True),
+        sa.Column("name", sa.String(64), index=True),
+        sa.Column("location", sa.String(64)),
+        sa.Column("price", sa.Float),
+        sa.Column("owner_id", sa.Integer, sa.ForeignKey("owners.id")),
+    )
+    tags = sa.Table(
+        "tags",
+        metadata,
+        sa.Column("id", sa.Integer, primary_key=True),
+        sa.Column("item_id", sa.Integer, sa.ForeignKey("items.id"), index=True),
+        sa.Column("label", sa.String(32)),
+    )
+    metadata.drop_all(engine)
+    metadata.create_all(engine)
+    places = ["Oslo", "London", "Lodz", "Paris", "Lome", "Berlin", "Bologna", "Rome"]
+    with engine.begin() as connection:
+        connection.execute(sa.insert(owners), [{"id": n, "name": f"owner {n}"} for n in range(1, 51)])
+        for start in range(1, rows + 1, 50000):
+            chunk = range(start, min(start + 50000, rows + 1))
+            connection.execute(
+                sa.insert(items),
+                [
+                    {"id": n, "name": f"item {n}", "location": places[n % 8], "price": n % 997 / 10,
+                     "owner_id": n % 50 + 1}
+                    for n in chunk
+                ],
+            )  # fmt: skip
+        connection.execute(
+            sa.insert(tags), [{"item_id": n % 200 + 1, "label": f"tag {n}"} for n in range(1, 601)]
+        )
+    engine.dispose()
+
+
+TABLES_TOML = """
+[tables.items]
+select = "anon"
+[tables.owners]
+select = "anon"
+[tables.tags]
+select = "anon"
+"""
+
+
+# --- servers
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def spawn(command, log, **kwargs):
+    """A server process whose output goes to a file: a pipe nobody reads would block it when full."""
+    with open(log, "ab") as output:
+        return subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, **kwargs)
+
+
+def wait_until_up(process, url, name):
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"{name} exited; see its log in {LOGS}")
+        try:
+            if requests.get(url, timeout=1).status_code < 500:
+                return process
+        except requests.ConnectionError:
+            time.sleep(0.1)
+    process.kill()
+    raise SystemExit(f"{name} did not start")
+
+
+def start_minibase(workdir, url):
+    (workdir / "tables.toml").write_text(TABLES_TOML)
+    port = free_port()
+    env = {
+        **os.environ,
+        "DATABASE_URL": url,
+        "JWT_SECRET": SECRET,
+        "RATE_LIMITS": "off",
+        "PORT": str(port),
+        "TABLES_CONFIG": str(workdir / "tables.toml"),
+    }
+    process = spawn([sys.executable, "wsgi.py"], LOGS / "minibase.log", cwd=ROOT, env=env)
+    wait_until_up(process, f"http://127.0.0.1:{port}/health", "minibase")
+    return process, f"http://127.0.0.1:{port}"
+
+
+def start_ceiling(path):
+    port = free_port()
+    threads = os.environ.get("THREADS", "8")
+    process = spawn([sys.executable, "-c", CEILING_APP, str(port), threads, str(path)], LOGS / "ceiling.log")
+    wait_until_up(process, f"http://127.0.0.1:{port}/", "the ceiling")
+    return process, f"http://127.0.0.1:{port}"
+
+
+def start_datasette(path):
+    if not DATASETTE.exists():
+        return None, None
+    port = free_port()
+    command = [str(DATASETTE), "serve", str(path), "--port", str(port), "--setting", "num_sql_threads", "4"]
+    process = spawn(command, LOGS / "datasette.log")
+    wait_until_up(process, f"http://127.0.0.1:{port}/-/versions.json", "datasette")
+    return process, f"http://127.0.0.1:{port}"
+
+
+def start_mariadb(workdir):
+    """A throwaway MariaDB server, as the test suite starts one; (process, url) or (None, None)."""
+    mariadbd = shutil.which("mariadbd") or shutil.which("mariadbd", path="/usr/sbin")
+    install = shutil.which("mariadb-install-db") or shutil.which("mariadb-install-db", path="/usr/bin")
+    if os.environ.get("BENCH_MARIADB", "on") == "off" or not (mariadbd and install):
+        return None, None
+    import pymysql
+
+    data, port = workdir / "mariadb", free_port()
+    subprocess.run(
+        [install, "--no-defaults", "--user=root", f"--datadir={data}",
+         "--auth-root-authentication-method=normal", "--skip-test-db", "--innodb-log-file-size=8M"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    process = subprocess.Popen(
+        [mariadbd, "--no-defaults", "--user=root", f"--datadir={data}", f"--socket={workdir}/mysql.sock",
+         f"--port={port}", "--bind-address=127.0.0.1", f"--pid-file={workdir}/mysql.pid",
+         f"--log-error={workdir}/mysql.err", "--innodb-log-file-size=8M"],
+    )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            connection = pymysql.connect(host="127.0.0.1", port=port, user="root")
+            break
+        except pymysql.err.OperationalError:
+            if time.monotonic() > deadline:
+                process.kill()
+                return None, None
+            time.sleep(0.05)
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE DATABASE bench CHARACTER SET utf8mb4")
+    connection.close()
+    return process, f"mysql+pymysql://root@127.0.0.1:{port}/bench?charset=utf8mb4"
+
+
+def stop(process):
+    if process is not None and process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+def rss_mb(process):
+    for line in Path(f"/proc/{process.pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def sign_up(base, key):
+    body = {"email": "bench@example.com", "password": PASSWORD}
+    response = requests.post(f"{base}/auth/v1/signup", json=body, headers={"apikey": key}, timeout=10)
+    if response.status_code != 200:
+        response = requests.post(
+            f"{base}/auth/v1/token?grant_type=password", json=body, headers={"apikey": key}, timeout=10
+        )
+    return response.json()["access_token"]
