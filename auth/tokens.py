@@ -1,6 +1,7 @@
 """Signed tokens: API keys, access tokens and refresh tokens (HS256 only), and the clock they use."""
 
 import functools
+import math
 import time
 from datetime import UTC, datetime
 
@@ -31,17 +32,17 @@ def utcnow():
     return datetime.fromtimestamp(now(), UTC).replace(tzinfo=None)
 
 
-def _verify(token, secret, require, **kwargs):
-    """The claims of a token with a valid HS256 signature, our issuer and the `require`d claims.
-    Expiry is not checked here but against our clock, in _decode."""
+def _verify(token, secret, require, issuer=ISSUER, **kwargs):
+    """The claims of a token with a valid HS256 signature, the issuer (any, when None) and the
+    `require`d claims. Expiry is not checked here but against our clock, in _decode."""
     if not token.isascii():  # a JWT is base64url and dots; pyjwt cannot even encode some other text
         raise TokenError("invalid token: not ASCII")
     options = {"require": require, "verify_exp": False, "verify_iat": False, "verify_nbf": False}
     try:
-        claims = jwt.decode(token, secret, algorithms=[ALGORITHM], issuer=ISSUER, options=options, **kwargs)
+        claims = jwt.decode(token, secret, algorithms=[ALGORITHM], issuer=issuer, options=options, **kwargs)
     except jwt.PyJWTError as exc:
         raise TokenError(f"invalid token: {exc}") from None
-    expires = claims["exp"]
+    expires = claims.get("exp", 0)
     if not isinstance(expires, int | float) or isinstance(expires, bool):
         raise TokenError("invalid token: exp is not a number")
     return claims
@@ -72,15 +73,17 @@ def api_key_role(token, secret):
 
 @functools.lru_cache(maxsize=256)
 def _verified_api_key(token, secret):
-    """(role, exp) of a well-signed API key, or (None, 0). Every request carries the same few keys,
-    so their verification is remembered; only expiry is checked each time."""
+    """(role, exp) of a well-signed API key, or (None, 0). As at Supabase, any issuer will do and a
+    key without `exp` never expires: a self-hosted Supabase's keys keep working when its secret is
+    kept. Every request carries the same few keys, so their verification is remembered; only expiry
+    is checked each time."""
     try:
-        claims = _verify(token, secret, ["iat", "exp", "role"])
+        claims = _verify(token, secret, ["role"], issuer=None)
     except TokenError:
         return None, 0
     if claims["role"] not in API_KEY_ROLES or "aud" in claims or "sub" in claims:
         return None, 0
-    return claims["role"], claims["exp"]
+    return claims["role"], claims.get("exp", math.inf)
 
 
 def access_token(claims, secret, lifetime):
