@@ -1,19 +1,26 @@
 """The application factory: configuration, extensions, blueprints and error handlers."""
 
+import logging
+import time
+
 from alembic import command
-from flask import Flask
+from flask import Flask, current_app, request
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import OperationalError
 from werkzeug.middleware.proxy_fix import ProxyFix
 
 import config
 from auth import mail
 from blueprints import gateway, responses
-from database import connections
+from database import connections, transactions
 from extensions import Minibase, cors, db, limiter, migrate
 from models import users_table
 from rest import policies
 from runtime import cli
 
 MIGRATIONS = config.ROOT / "migrations"
+RETRY_SECONDS = 1.0  # between two attempts to migrate while the database is down
+log = logging.getLogger("minibase")
 # Response headers a browser app may read (the SDKs read all of these).
 EXPOSED_HEADERS = [
     "Content-Range",
@@ -69,10 +76,49 @@ def create_app(test_config=None):
     connections.init_app(app)
     mail.warn_if_not_configured(app)
     with app.app_context():
-        if app.config["AUTO_MIGRATE"]:
-            upgrade_database()
-            users_table()
+        if app.config["AUTO_MIGRATE"] and not prepare_database():
+            # Start all the same, and answer 503 until the database answers and is migrated: a host
+            # that imports wsgi.py, or a database that starts after the service, needs no restart.
+            app.extensions["minibase"].database_ready = False
+            app.before_request(wait_for_database)
     return app
+
+
+def prepare_database():
+    """Apply the migrations and reflect the users table; False, said in one log line naming the
+    database (never its password), when the database does not answer."""
+    try:
+        upgrade_database()
+        users_table()
+    except OperationalError as exc:
+        url = make_url(current_app.config["DATABASE_URL"])
+        where = url.database if url.get_backend_name() == "sqlite" else f"{url.host}:{url.port or 3306}"
+        log.error(
+            "the database at %s is not answering (%s): answering 503 until it does",
+            where,
+            transactions.describe(exc),
+        )
+        return False
+    return True
+
+
+def wait_for_database():
+    """before_request while the database has not been prepared since the start: try again, at most
+    once every RETRY_SECONDS, and answer 503 meanwhile."""
+    cache = current_app.extensions["minibase"]
+    if cache.database_ready:
+        return None
+    with cache.preparing:
+        if not cache.database_ready and time.monotonic() - cache.prepared_at >= RETRY_SECONDS:
+            cache.prepared_at = time.monotonic()
+            cache.database_ready = prepare_database()
+            if cache.database_ready:
+                log.info("the database answers: migrated, serving")
+    if cache.database_ready:
+        return None
+    if request.path == "/health":
+        return {"status": "unavailable"}, 503
+    return responses.unavailable()
 
 
 def upgrade_database():

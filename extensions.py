@@ -40,6 +40,9 @@ class Minibase:
     email_is_unique: bool = True  # whether a unique index on users.email guards sign-ups
     send_seconds: float = 0.05  # how long a recovery mail takes to send, on average (emails.recover)
     schema: Schema = field(default_factory=Schema)
+    database_ready: bool = True  # migrated and its users table found (False: the database was down at start)
+    prepared_at: float = 0.0  # when preparing the database was last tried (app.wait_for_database)
+    preparing: threading.Lock = field(default_factory=threading.Lock)
     mail_templates: object = None  # the e-mails' Jinja environment (auth.mail.templates)
 
 

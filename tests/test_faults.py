@@ -4,15 +4,20 @@ nothing a client did not see acknowledged is changed."""
 
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pymysql
 import pytest
+import requests
 import sqlalchemy as sa
 
 from extensions import db
-from support import Api
+from support import Api, free_port
+
+ROOT = Path(__file__).resolve().parent.parent
 
 ROWS = 4000
 NOTE = "x" * 190 + "end"
@@ -24,6 +29,22 @@ def mysql_connection(url):
     return pymysql.connect(
         host=url.host, port=url.port or 3306, user=url.username, password=url.password or "", autocommit=True
     )
+
+
+def wait_until_healthy(api, seconds):
+    deadline = time.monotonic() + seconds
+    while api.get("/health").status_code != 200:
+        assert time.monotonic() < deadline, "the service did not recover"
+        time.sleep(0.2)
+
+
+def mariadb_pid(server_url):
+    connection = mysql_connection(server_url)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT @@pid_file")
+        pid = int(Path(cursor.fetchone()[0]).read_text())
+    connection.close()
+    return pid
 
 
 @pytest.fixture
@@ -90,12 +111,7 @@ def test_a_frozen_database_answers_503_in_bounded_time_and_recovery_is_automatic
     api = Api(app, anon_key)
     token = api.sign_up()["access_token"]
     assert api.get("/health").status_code == 200
-    connection = mysql_connection(mariadb_server)
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT @@pid_file")
-        pid = int(Path(cursor.fetchone()[0]).read_text())
-    connection.close()
-
+    pid = mariadb_pid(mariadb_server)
     os.kill(pid, signal.SIGSTOP)
     try:
         for path, headers in (("/health", {}), ("/auth/v1/user", {"Authorization": f"Bearer {token}"})):
@@ -108,10 +124,7 @@ def test_a_frozen_database_answers_503_in_bounded_time_and_recovery_is_automatic
     finally:
         os.kill(pid, signal.SIGCONT)
 
-    deadline = time.monotonic() + 10
-    while api.get("/health").status_code != 200:
-        assert time.monotonic() < deadline, "the service did not recover"
-        time.sleep(0.2)
+    wait_until_healthy(api, 10)
     assert api.get("/auth/v1/user", token=token).status_code == 200
 
 
@@ -145,3 +158,62 @@ def test_a_connection_killed_at_the_end_of_a_request_is_a_json_503(
     assert response.json["error_code"] == "database_unavailable"
     killing.clear()
     assert api.get("/auth/v1/user", token=token).status_code == 200
+
+
+@pytest.mark.mysql
+@pytest.mark.parametrize("backend", ["mysql"])
+def test_a_database_down_at_start_is_a_503_until_it_answers_then_it_is_migrated(
+    make_app, anon_key, mariadb_server
+):
+    """The service starts with its database frozen (SIGSTOP): it does not crash, every request is a
+    JSON 503, and when the database answers again the migrations run and the service serves."""
+    if os.environ.get("TEST_DATABASE_URL"):
+        pytest.skip("needs the throwaway mariadbd the suite starts itself")
+    pid = mariadb_pid(mariadb_server)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        app = make_app(DB_TIMEOUT=1)
+        api = Api(app, anon_key)
+        health = api.get("/health")
+        assert health.status_code == 503 and health.json == {"status": "unavailable"}
+        refused = api.post("/auth/v1/signup", json={"email": "ann@example.com", "password": "secret-pw"})
+        assert refused.status_code == 503 and refused.json["error_code"] == "database_unavailable"
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    wait_until_healthy(api, 15)
+    assert api.sign_up()["user"]["email"] == "ann@example.com"  # migrated: its tables are there
+
+
+def test_wsgi_started_with_its_database_down_says_so_in_one_line(tmp_path):
+    """`python wsgi.py` with DATABASE_URL at a closed port: no traceback, one line naming the host and
+    port but not the password, and /health answers 503."""
+    closed, port = free_port(), free_port()
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"mysql+pymysql://root:hunter2-secret@127.0.0.1:{closed}/app",
+        "DB_TIMEOUT": "1",
+        "JWT_SECRET": "s" * 40,
+        "PORT": str(port),
+    }
+    log = tmp_path / "wsgi.log"
+    with log.open("w") as output:
+        process = subprocess.Popen(
+            [sys.executable, "wsgi.py"], cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT
+        )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert process.poll() is None, log.read_text()
+            try:
+                health = requests.get(f"http://127.0.0.1:{port}/health", timeout=5)
+                break
+            except requests.ConnectionError:
+                assert time.monotonic() < deadline, log.read_text()
+                time.sleep(0.1)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=30)
+    text = log.read_text()
+    assert health.status_code == 503
+    assert "Traceback" not in text and "hunter2" not in text
+    assert f"the database at 127.0.0.1:{closed} is not answering" in text
