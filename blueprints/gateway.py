@@ -6,6 +6,7 @@ caches from misusing a response, and the end of the request's transaction."""
 import functools
 import logging
 import time
+from http import HTTPStatus
 from urllib.parse import parse_qsl, urlencode
 
 from flask import current_app, g, request
@@ -25,6 +26,9 @@ OPEN_ROUTES = frozenset(
 )
 # Query parameters whose values are secrets: the log shows that they were sent, not what they were.
 SECRET_PARAMETERS = frozenset({"apikey", "access_token", "refresh_token", "token", "token_hash", "password"})
+
+# Status lines as HTTP writes them ("201 Created"); Werkzeug's are in capitals ("201 CREATED").
+STATUS_LINES = {status.value: f"{status.value} {status.phrase}" for status in HTTPStatus}
 
 log = logging.getLogger("minibase")
 request_log = logging.getLogger("minibase.requests")
@@ -136,6 +140,7 @@ def start_clock():
 
 
 def secure_headers(response):
+    response.status = STATUS_LINES.get(response.status_code, response.status)
     response.headers["X-Content-Type-Options"] = "nosniff"
     if response.status_code in (201, 204) and response.calculate_content_length() == 0:
         del response.headers["Content-Type"]  # nothing to label, least of all as text/html

@@ -88,3 +88,19 @@ def test_official_supabase_auth_client(gotrue):
     assert wrong.value.code == "invalid_credentials" and wrong.value.status == 400
     gotrue.sign_out()
     assert gotrue.get_session() is None
+
+
+def test_status_lines_carry_the_reason_phrase_as_http_writes_it(live_server, anon_key):
+    """GoTrue and PostgREST answer "404 Not Found", not Werkzeug's "404 NOT FOUND"."""
+    headers = {"apikey": anon_key}
+    signup = requests.post(
+        f"{live_server}/auth/v1/signup",
+        json={"email": "reason@example.com", "password": "secret-pw"},
+        headers=headers,
+        timeout=10,
+    )
+    missing = requests.get(f"{live_server}/auth/v1/nothing-here", headers=headers, timeout=10)
+    wrong_method = requests.delete(f"{live_server}/auth/v1/settings", headers=headers, timeout=10)
+    assert (signup.status_code, signup.reason) == (200, "OK")
+    assert (missing.status_code, missing.reason) == (404, "Not Found")
+    assert (wrong_method.status_code, wrong_method.reason) == (405, "Method Not Allowed")
