@@ -36,6 +36,7 @@ request_log = logging.getLogger("minibase.requests")
 
 def init_app(app):
     app.before_request(start_clock)
+    app.before_request(answer_preflight)
     app.before_request(require_api_key)
     # after_request hooks run last registered first: the log line sees the final response.
     app.after_request(log_request)
@@ -45,6 +46,15 @@ def init_app(app):
 
 
 # --- who is calling
+
+
+def answer_preflight():
+    """before_request: a browser's CORS preflight is answered 200 on every path, served or not, so
+    that the request it precedes is sent and the app reads minibase's JSON answer to it (a 404
+    saying what is not provided) instead of "Failed to fetch". flask-cors adds the CORS headers."""
+    if request.method == "OPTIONS" and "Access-Control-Request-Method" in request.headers:
+        return current_app.response_class(status=200)
+    return None
 
 
 def require_api_key():

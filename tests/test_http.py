@@ -104,3 +104,26 @@ def test_status_lines_carry_the_reason_phrase_as_http_writes_it(live_server, ano
     assert (signup.status_code, signup.reason) == (200, "OK")
     assert (missing.status_code, missing.reason) == (404, "Not Found")
     assert (wrong_method.status_code, wrong_method.reason) == (405, "Method Not Allowed")
+
+
+@pytest.mark.parametrize(
+    "path", ["/storage/v1/object/avatars/a.png", "/functions/v1/hello", "/rest/v1/items", "/auth/v1/token"]
+)
+def test_every_preflight_is_answered_with_cors_headers(live_server, path):
+    """A preflight to a path minibase does not serve answers 200 with CORS headers, so the browser sends
+    the request and the app reads the JSON 404 instead of "Failed to fetch"."""
+    asked = "authorization,apikey,x-client-info,x-upsert,x-supabase-api-version,accept-profile,prefer,range"
+    response = requests.options(
+        f"{live_server}{path}",
+        headers={
+            "Origin": "https://app.example.com",
+            "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": asked,
+        },
+        timeout=10,
+    )
+    assert response.status_code == 200
+    assert response.headers["Access-Control-Allow-Origin"] == "*"
+    allowed = {name.strip() for name in response.headers["Access-Control-Allow-Headers"].split(",")}
+    assert set(asked.split(",")) <= allowed
+    assert "POST" in response.headers["Access-Control-Allow-Methods"]
