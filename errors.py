@@ -21,6 +21,7 @@ class Auth:
     NOT_ACCEPTABLE = "not_acceptable"
     NOT_ADMIN = "not_admin"
     NOT_FOUND = "not_found"
+    OTP_DISABLED = "otp_disabled"
     OTP_EXPIRED = "otp_expired"
     OVER_EMAIL_SEND_RATE_LIMIT = "over_email_send_rate_limit"
     OVER_REQUEST_RATE_LIMIT = "over_request_rate_limit"

@@ -352,11 +352,11 @@ def admin_get_user(user_id):
 
 
 def admin_list_users(page, per_page):
-    """One page of users in user_id order, and how many there are in all."""
+    """One page of users, newest first as GoTrue lists them, and how many there are in all."""
     users = users_table()
     total = db.session.execute(select(func.count()).select_from(users)).scalar()
     rows = db.session.execute(
-        user_query().order_by(users.c.user_id).limit(per_page).offset((page - 1) * per_page)
+        user_query().order_by(users.c.user_id.desc()).limit(per_page).offset((page - 1) * per_page)
     ).all()
     return [user_object(row) for row in rows], total
 

@@ -207,7 +207,7 @@ def magic_link(email, create_user, data, redirect_to):
     found = accounts.find_credentials(email)
     if found is None:
         if not create_user:
-            return {}
+            raise APIError(422, Auth.OTP_DISABLED, "Signups not allowed for otp")
         if setting("DISABLE_SIGNUP"):
             raise APIError(422, Auth.SIGNUP_DISABLED, "Signups not allowed for this instance")
         user_id = _new_user(email, data, unconfirmed=not setting("MAILER_AUTOCONFIRM"))

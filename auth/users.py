@@ -57,7 +57,9 @@ def timestamp(value):
 
 def user_object(row):
     """GoTrue's user object for a row of user_query; `id` is the integer user_id."""
-    metadata = {**(row.extra or {}), **{name: getattr(row, name) for name in METADATA_COLUMNS}}
+    # The profile columns a user has filled in: GoTrue invents no null fields into user_metadata.
+    profile = {name: getattr(row, name) for name in METADATA_COLUMNS}
+    metadata = {**(row.extra or {}), **{name: value for name, value in profile.items() if value is not None}}
     created = timestamp(row.joined)
     confirmed = None if row.unconfirmed else timestamp(row.confirmed_at) or created
     return {

@@ -41,7 +41,8 @@ class _Base(Schema):
         return data
 
 
-EMAIL_RULES = [validate.Length(max=255), validate.Email()]
+INVALID_EMAIL = "Unable to validate email address: invalid format"  # GoTrue's words
+EMAIL_RULES = [validate.Length(max=255), validate.Email(error=INVALID_EMAIL)]
 
 
 class SignUpSchema(_Base):
@@ -164,7 +165,7 @@ def load(schema, body=None):
         message = messages[0] if isinstance(messages, list) else str(messages)
         if message == "Unknown field.":
             message = "is not a field that can be updated"
-        raise validation_failed(f"{field}: {message}") from None
+        raise validation_failed(message if message == INVALID_EMAIL else f"{field}: {message}") from None
 
 
 # --- e-mail flows (emails.py); official clients add fields of their own, which are ignored

@@ -35,9 +35,10 @@ def test_create_get_list_update_delete(admin, api):
     api.sign_up("amy@example.com")
     listing = admin.get("/auth/v1/admin/users?page=1&per_page=1")
     assert listing.status_code == 200 and listing.headers["X-Total-Count"] == "2"
-    assert [u["email"] for u in listing.json["users"]] == ["zed@example.com"]
+    # Newest first, as GoTrue lists them.
+    assert [u["email"] for u in listing.json["users"]] == ["amy@example.com"]
     assert [u["email"] for u in admin.get("/auth/v1/admin/users?page=2&per_page=1").json["users"]] == [
-        "amy@example.com"
+        "zed@example.com"
     ]
 
     session = api.sign_in("zed@example.com", "zed-secret").json

@@ -19,13 +19,8 @@ def test_sign_up_returns_a_session_and_stores_a_bcrypt_hash(api, app):
     assert isinstance(user["id"], int)
     assert user["email"] == "ann@example.com"
     assert user["role"] == user["aud"] == "authenticated"
-    assert user["user_metadata"] == {
-        "username": "ann",
-        "first_name": "Ann",
-        "last_name": None,
-        "about": None,
-        "pet": "cat",
-    }
+    # Only what was given: no null last_name or about invented, as GoTrue's user_metadata.
+    assert user["user_metadata"] == {"username": "ann", "first_name": "Ann", "pet": "cat"}
     assert user["app_metadata"] == {"provider": "email", "providers": ["email"]}
     assert user["created_at"].endswith("Z")
     with app.app_context():
@@ -353,3 +348,9 @@ def test_body_over_one_megabyte(api):
         "/auth/v1/signup", data=b"x" * (1024 * 1024 + 1), headers={"Content-Type": "application/json"}
     )
     assert_auth_error(response, 413, "request_too_large")
+
+
+def test_a_malformed_email_is_refused_in_gotrue_s_words(api):
+    response = api.post("/auth/v1/signup", json={"email": "not-an-address", "password": "secret-pw"})
+    error = assert_auth_error(response, 400, "validation_failed")
+    assert error["msg"] == "Unable to validate email address: invalid format"

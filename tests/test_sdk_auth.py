@@ -49,8 +49,8 @@ def test_the_sdk_lists_users_with_its_defaults_and_reads_the_total(admin_sdk, ap
     for n in range(3):
         api.sign_up(f"user{n}@example.com")
     users = admin_sdk.list_users()
-    assert [user.email for user in users] == [f"user{n}@example.com" for n in range(3)]
-    assert [user.email for user in admin_sdk.list_users(page=2, per_page=2)] == ["user2@example.com"]
+    assert [user.email for user in users] == [f"user{n}@example.com" for n in (2, 1, 0)]  # newest first
+    assert [user.email for user in admin_sdk.list_users(page=2, per_page=2)] == ["user0@example.com"]
 
 
 def test_the_link_header_pages_as_gotrue_does(admin, api):
