@@ -141,8 +141,12 @@ def send(purpose, user_id, email, redirect_to):
     """Issue a token for (user, purpose) and mail its link and code to `email` (not committed: a
     failure to send is a 503 and the caller's transaction, token included, is rolled back)."""
     token, code = issue(user_id, purpose, email)
-    link = action_link(token, purpose, redirect_target(redirect_to))
-    mail.send(mail.compose(TEMPLATES[purpose], email, link=link, code=code))
+    target = redirect_target(redirect_to)
+    link = action_link(token, purpose, target)
+    # GoTrue's template variables beside our own (link, code), so that a template written for
+    # Supabase works: {{ confirmation_url }}, or an app's own route with {{ token_hash }}.
+    variables = {"confirmation_url": link, "token": code, "token_hash": token, "redirect_to": target}
+    mail.send(mail.compose(TEMPLATES[purpose], email, link=link, code=code, **variables))
 
 
 def _profile(user_id, **values):

@@ -37,7 +37,8 @@ def templates():
 
 
 def compose(kind, to, **context):
-    """The message of `kind` for `to`; `context` has the link and the code."""
+    """The message of `kind` for `to`. `context` has the link and the code (also as GoTrue names them:
+    confirmation_url, token, token_hash, redirect_to); `email` and `site_url` are added."""
     env = templates()
     context = {**context, "email": to, "site_url": setting("SITE_URL")}
     message = EmailMessage()

@@ -420,3 +420,24 @@ def test_templates_can_be_replaced_one_by_one(make_mailing_app, anon_key, smtp, 
     message = smtp.last()
     assert message["Subject"] == "Forgot it again, ann@example.com?"
     assert "/auth/v1/verify?token=" in message.get_body(("plain",)).get_content()  # the built-in body
+
+
+def test_a_template_written_for_supabase_reaches_the_app_s_own_confirm_route(
+    make_mailing_app, anon_key, smtp, tmp_path
+):
+    """Supabase's docs have server-rendered apps mail a link to their own route with token_hash, which
+    calls verifyOtp({token_hash, type}): GoTrue's variables make that template work unchanged."""
+    (tmp_path / "recovery.txt").write_text(
+        "Reset: {{ site_url }}/auth/confirm?token_hash={{ token_hash }}&type=recovery"
+        "&next={{ redirect_to }}\nor open {{ confirmation_url }}\nor type {{ token }} (sent to {{ email }})\n"
+    )
+    api = Api(make_mailing_app(EMAIL_TEMPLATES=str(tmp_path)), anon_key)
+    api.sign_up()
+    api.post("/auth/v1/recover", json={"email": "ann@example.com"})
+    text = smtp.last().get_body(("plain",)).get_content()
+    found = re.search(r"(\S+)/auth/confirm\?token_hash=([^&]+)&type=recovery&next=(\S+)", text)
+    assert found and found.group(1) == SITE and found.group(3) == SITE
+    assert "/auth/v1/verify?token=" in text and "(sent to ann@example.com)" in text
+    session = api.post("/auth/v1/verify", json={"type": "recovery", "token_hash": found.group(2)})
+    assert session.status_code == 200 and session.json["user"]["email"] == "ann@example.com"
+    assert re.search(r"or type \d{6} ", text)  # {{ token }} is the 6-digit code
