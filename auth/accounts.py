@@ -1,4 +1,4 @@
-"""The auth API's work on users: sign-up, sign-in, the current user, updates, and administration.
+"""The auth API's work on users: sign-up, sign-in, the current user and updates.
 Sessions (start, refresh, sign-out) are sessions.py's."""
 
 import hashlib
@@ -6,7 +6,7 @@ from collections import Counter
 from datetime import timedelta
 
 from limits import parse as parse_limit
-from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy import delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from auth import sessions, tokens
@@ -19,7 +19,7 @@ from auth.passwords import (
     needs_rehash,
     verify_password,
 )
-from auth.users import is_banned, load_user, user_object, user_query
+from auth.users import is_banned, load_user, user_object
 from config import setting
 from database.transactions import CommitAndRaise, transactional
 from errors import (
@@ -339,86 +339,3 @@ def set_active(user_id, active):
     db.session.execute(update(users).where(users.c.user_id == user_id).values(active=1 if active else 0))
     if not active:
         sessions.end(Session.user_id == user_id)
-
-
-# --- administration (service_role)
-
-
-def admin_get_user(user_id):
-    row = load_user(user_id)
-    if row is None:
-        raise user_not_found()
-    return user_object(row)
-
-
-def admin_list_users(page, per_page):
-    """One page of users, newest first as GoTrue lists them, and how many there are in all."""
-    users = users_table()
-    total = db.session.execute(select(func.count()).select_from(users)).scalar()
-    rows = db.session.execute(
-        user_query().order_by(users.c.user_id.desc()).limit(per_page).offset((page - 1) * per_page)
-    ).all()
-    return [user_object(row) for row in rows], total
-
-
-@transactional
-def admin_create_user(fields):
-    active = fields.pop("active", True)
-    data = {**(fields.pop("user_metadata", None) or {}), **(fields.pop("data", None) or {})}
-    data.update({name: fields[name] for name in METADATA_COLUMNS if name in fields})
-    administrative = {name: fields.pop(name) for name in ("ban_duration", "app_metadata") if name in fields}
-    user_id = create_user(fields["email"], fields["password"], data)
-    if not active:
-        set_active(user_id, False)
-    _administer(user_id, administrative)
-    return admin_get_user(user_id)
-
-
-@transactional
-def admin_update_user(user_id, fields):
-    """PUT /admin/users/{id}: profile fields, password (ending every session), `active`,
-    `ban_duration` and `app_metadata`."""
-    admin_get_user(user_id)
-    active = fields.pop("active", None)
-    metadata = fields.pop("user_metadata", None)
-    administrative = {name: fields.pop(name) for name in ("ban_duration", "app_metadata") if name in fields}
-    if metadata:
-        fields["data"] = {**metadata, **(fields.get("data") or {})}
-    change_user(user_id, fields)
-    if active is not None:
-        set_active(user_id, active)
-    _administer(user_id, administrative)
-    return admin_get_user(user_id)
-
-
-def _administer(user_id, fields):
-    """What only an administrator sets: a ban (`ban_duration`: a timedelta, or None to lift it),
-    which ends the user's sessions, and `app_metadata`, merged into what is stored (a key set to
-    null is removed)."""
-    if not fields:
-        return
-    profile = {"user_id": user_id, "updated_at": tokens.utcnow()}
-    if "ban_duration" in fields:
-        duration = fields["ban_duration"]
-        profile["banned_until"] = None if duration is None else tokens.utcnow() + duration
-        if duration is not None:
-            sessions.end(Session.user_id == user_id)
-    if fields.get("app_metadata"):
-        stored = locked_profile_value(user_id, Profile.app_metadata)
-        profile["app_metadata"] = merged(stored, fields["app_metadata"])
-    upsert(Profile.__table__, profile, ["user_id"])
-
-
-@transactional
-def admin_delete_user(user_id):
-    """Delete the user's row, profile and sessions."""
-    admin_get_user(user_id)
-    users = users_table()
-    sessions.end(Session.user_id == user_id)
-    db.session.execute(delete(Profile).where(Profile.user_id == user_id))
-    try:
-        db.session.execute(delete(users).where(users.c.user_id == user_id))
-    except IntegrityError:
-        raise APIError(
-            409, Auth.USER_REFERENCED, "Other rows still refer to this user: deactivate it instead"
-        ) from None

@@ -3,7 +3,7 @@
 from flask import Blueprint, request
 from werkzeug.routing import BaseConverter
 
-from auth import accounts, emails
+from auth import administration, emails
 from blueprints.gateway import require_service_role
 from blueprints.responses import string_id_for_sdks
 from blueprints.schemas import AdminCreateSchema, AdminUserSchema, GenerateLinkSchema, PageSchema, load
@@ -42,7 +42,7 @@ bp.before_request(require_service_role)
 @bp.get("/users")
 def list_users():
     page = load(page_schema, request.args.to_dict())
-    users, total = accounts.admin_list_users(page["page"], page["per_page"])
+    users, total = administration.admin_list_users(page["page"], page["per_page"])
     body = {"users": [string_id_for_sdks(user) for user in users], "aud": "authenticated"}
     return body, {"X-Total-Count": str(total), "Link": pages_link(page["page"], page["per_page"], total)}
 
@@ -60,22 +60,22 @@ def pages_link(page, per_page, total):
 
 @bp.post("/users")
 def create_user():
-    return string_id_for_sdks(accounts.admin_create_user(load(create_schema)))
+    return string_id_for_sdks(administration.admin_create_user(load(create_schema)))
 
 
 @bp.get("/users/<user_id:user_id>")
 def get_user(user_id):
-    return string_id_for_sdks(accounts.admin_get_user(user_id))
+    return string_id_for_sdks(administration.admin_get_user(user_id))
 
 
 @bp.put("/users/<user_id:user_id>")
 def update_user(user_id):
-    return string_id_for_sdks(accounts.admin_update_user(user_id, load(update_schema)))
+    return string_id_for_sdks(administration.admin_update_user(user_id, load(update_schema)))
 
 
 @bp.delete("/users/<user_id:user_id>")
 def delete_user(user_id):
-    accounts.admin_delete_user(user_id)
+    administration.admin_delete_user(user_id)
     return {}
 
 

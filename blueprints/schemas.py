@@ -111,11 +111,10 @@ class BanDuration(fields.Field):
 
 
 class AdminUserSchema(UserUpdateSchema):
-    """PUT /admin/users/{id}: what a user may change, `active`, `ban_duration` and `app_metadata`;
-    GoTrue's `user_metadata` is `data`."""
+    """PUT /admin/users/{id}: what a user may change, `active`, `ban_duration`, `app_metadata` and
+    `email_confirm`; GoTrue's `user_metadata` is `data`."""
 
     ignored_fields = (IGNORED_USER_FIELDS - {"app_metadata"}) | {
-        "email_confirm",
         "phone_confirm",
         "role",
         "aud",
@@ -125,6 +124,7 @@ class AdminUserSchema(UserUpdateSchema):
     user_metadata = fields.Dict(keys=fields.String(), allow_none=True, data_key="user_metadata")
     app_metadata = fields.Dict(keys=fields.String(), allow_none=True)
     ban_duration = BanDuration(allow_none=True)
+    email_confirm = fields.Boolean()
 
 
 class AdminCreateSchema(AdminUserSchema):

@@ -118,3 +118,20 @@ def test_ids_and_pages_out_of_range_are_4xx_and_the_uuid_form_names_the_user(adm
     assert listed.status_code == 200 and [u["id"] for u in listed.json["users"]] == [user_id]
     uuid = f"00000000-0000-0000-0000-{user_id:012d}"
     assert admin.get(f"/auth/v1/admin/users/{uuid}").json["id"] == user_id
+
+
+def test_email_confirm_false_leaves_the_address_unconfirmed_until_the_admin_confirms_it(admin, api):
+    created = admin.post(
+        "/auth/v1/admin/users",
+        json={"email": "una@example.com", "password": "una-secret", "email_confirm": False},
+    )
+    assert created.status_code == 200 and created.json["email_confirmed_at"] is None
+    assert_auth_error(api.sign_in("una@example.com", "una-secret"), 400, "email_not_confirmed")
+    confirmed = admin.put(f"/auth/v1/admin/users/{created.json['id']}", json={"email_confirm": True})
+    assert confirmed.status_code == 200 and confirmed.json["email_confirmed_at"]
+    assert api.sign_in("una@example.com", "una-secret").status_code == 200
+    # Without email_confirm the address counts as confirmed, as before.
+    plain = admin.post("/auth/v1/admin/users", json={"email": "pat@example.com", "password": "pat-secret"})
+    assert (
+        plain.json["email_confirmed_at"] and api.sign_in("pat@example.com", "pat-secret").status_code == 200
+    )

@@ -1,0 +1,102 @@
+"""The administrator's work on users (the service_role key): GoTrue's /admin/users. Each write is one
+transaction."""
+
+from sqlalchemy import delete, func, select
+from sqlalchemy.exc import IntegrityError
+
+from auth import sessions, tokens
+from auth.accounts import change_user, create_user, locked_profile_value, merged, set_active
+from auth.users import load_user, user_object, user_query
+from database.transactions import transactional
+from errors import APIError, Auth, user_not_found
+from extensions import db
+from models import METADATA_COLUMNS, Profile, Session, upsert, users_table
+
+
+def admin_get_user(user_id):
+    row = load_user(user_id)
+    if row is None:
+        raise user_not_found()
+    return user_object(row)
+
+
+def admin_list_users(page, per_page):
+    """One page of users, newest first as GoTrue lists them, and how many there are in all."""
+    users = users_table()
+    total = db.session.execute(select(func.count()).select_from(users)).scalar()
+    rows = db.session.execute(
+        user_query().order_by(users.c.user_id.desc()).limit(per_page).offset((page - 1) * per_page)
+    ).all()
+    return [user_object(row) for row in rows], total
+
+
+@transactional
+def admin_create_user(fields):
+    active = fields.pop("active", True)
+    confirmed = fields.pop("email_confirm", True)  # GoTrue's false: the address is not yet confirmed
+    data = {**(fields.pop("user_metadata", None) or {}), **(fields.pop("data", None) or {})}
+    data.update({name: fields[name] for name in METADATA_COLUMNS if name in fields})
+    administrative = {name: fields.pop(name) for name in ("ban_duration", "app_metadata") if name in fields}
+    user_id = create_user(fields["email"], fields["password"], data)
+    if not confirmed:
+        upsert(Profile.__table__, {"user_id": user_id, "unconfirmed": True}, ["user_id"])
+    if not active:
+        set_active(user_id, False)
+    _administer(user_id, administrative)
+    return admin_get_user(user_id)
+
+
+@transactional
+def admin_update_user(user_id, fields):
+    """PUT /admin/users/{id}: profile fields, password (ending every session), `active`,
+    `ban_duration`, `app_metadata`, and `email_confirm: true` (false changes nothing, as GoTrue)."""
+    admin_get_user(user_id)
+    active = fields.pop("active", None)
+    if fields.pop("email_confirm", False):
+        upsert(
+            Profile.__table__,
+            {"user_id": user_id, "unconfirmed": None, "confirmed_at": tokens.utcnow()},
+            ["user_id"],
+        )
+    metadata = fields.pop("user_metadata", None)
+    administrative = {name: fields.pop(name) for name in ("ban_duration", "app_metadata") if name in fields}
+    if metadata:
+        fields["data"] = {**metadata, **(fields.get("data") or {})}
+    change_user(user_id, fields)
+    if active is not None:
+        set_active(user_id, active)
+    _administer(user_id, administrative)
+    return admin_get_user(user_id)
+
+
+def _administer(user_id, fields):
+    """What only an administrator sets: a ban (`ban_duration`: a timedelta, or None to lift it),
+    which ends the user's sessions, and `app_metadata`, merged into what is stored (a key set to
+    null is removed)."""
+    if not fields:
+        return
+    profile = {"user_id": user_id, "updated_at": tokens.utcnow()}
+    if "ban_duration" in fields:
+        duration = fields["ban_duration"]
+        profile["banned_until"] = None if duration is None else tokens.utcnow() + duration
+        if duration is not None:
+            sessions.end(Session.user_id == user_id)
+    if fields.get("app_metadata"):
+        stored = locked_profile_value(user_id, Profile.app_metadata)
+        profile["app_metadata"] = merged(stored, fields["app_metadata"])
+    upsert(Profile.__table__, profile, ["user_id"])
+
+
+@transactional
+def admin_delete_user(user_id):
+    """Delete the user's row, profile and sessions."""
+    admin_get_user(user_id)
+    users = users_table()
+    sessions.end(Session.user_id == user_id)
+    db.session.execute(delete(Profile).where(Profile.user_id == user_id))
+    try:
+        db.session.execute(delete(users).where(users.c.user_id == user_id))
+    except IntegrityError:
+        raise APIError(
+            409, Auth.USER_REFERENCED, "Other rows still refer to this user: deactivate it instead"
+        ) from None
