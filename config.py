@@ -71,6 +71,7 @@ VARIABLES = {
     "REFRESH_TOKEN_REUSE_INTERVAL": ("10", _integer),
     "BCRYPT_ROUNDS": ("10", lambda n, v: _integer(n, v, 4)),
     "USERS_TABLE": ("users", _text),
+    "UUID_USER_IDS": ("false", _boolean),
     "TABLES_CONFIG": (None, _text),
     "DISABLE_SIGNUP": ("false", _boolean),
     "RATE_LIMITS": ("on", _boolean),

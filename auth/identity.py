@@ -45,7 +45,7 @@ def identify(token):
     row = found[0] if found else None
     if row is None:
         raise APIError(401, Auth.SESSION_NOT_FOUND, "Session from session_id claim in JWT does not exist")
-    if str(row.session_user) != claims["sub"]:
+    if row.session_user != tokens.user_id_of(claims["sub"]):
         raise bad_jwt()
     if row.user_id is None:
         raise user_not_found(401)

@@ -66,7 +66,7 @@ def session_object(row, session, refresh):
     user_id = row.user_id
     secret = setting("JWT_SECRET")
     claims = {
-        "sub": str(user_id),
+        "sub": tokens.subject(user_id, setting("UUID_USER_IDS")),
         "email": user["email"],
         "phone": "",
         "session_id": session.id,

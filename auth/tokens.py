@@ -12,6 +12,7 @@ ALGORITHM = "HS256"
 API_KEY_ROLES = ("anon", "service_role")
 API_KEY_LIFETIME = 10 * 365 * 24 * 3600
 REFRESH_TYPE = "refresh"
+UUID_PREFIX = "00000000-0000-0000-0000-"  # user 42 in UUID form: 00000000-0000-0000-0000-000000000042
 
 
 class TokenError(Exception):
@@ -104,9 +105,20 @@ def decode_access_token(token, secret):
     claims = _unexpired(dict(_verified_access_token(token, secret)))
     if claims.get("role") != "authenticated" or claims.get("typ") == REFRESH_TYPE:
         raise TokenError("not an access token")
-    if not isinstance(claims["session_id"], str) or not claims["sub"].isdigit():
+    if not isinstance(claims["session_id"], str) or user_id_of(claims["sub"]) is None:
         raise TokenError("malformed claims")
     return claims
+
+
+def subject(user_id, uuid_form=False):
+    """A user id as tokens and the SDKs carry it: "42", or with UUID_USER_IDS its UUID form."""
+    return f"{UUID_PREFIX}{user_id:012d}" if uuid_form else str(user_id)
+
+
+def user_id_of(sub):
+    """The integer user id of a `subject` in either form, or None."""
+    digits = sub.removeprefix(UUID_PREFIX) if len(sub) == 36 else sub
+    return int(digits) if digits.isascii() and digits.isdigit() and len(digits) <= 18 else None
 
 
 @functools.lru_cache(maxsize=1024)

@@ -5,10 +5,11 @@ does not serve."""
 
 import logging
 
-from flask import json, request
+from flask import current_app, json, request
 from sqlalchemy.exc import DataError, OperationalError
 from werkzeug.exceptions import HTTPException
 
+from auth import tokens
 from database.transactions import describe
 from errors import APIError, Auth, Rest
 
@@ -138,7 +139,10 @@ def register(app):
 
 def string_id_for_sdks(user):
     """`user` as the calling client reads it: an official SDK (it sends an API version header) wants
-    the id as a string, a plain client the integer user_id."""
+    the id as a string, a plain client the integer user_id; with UUID_USER_IDS, every client gets
+    its UUID form, which the SDKs' admin calls insist on."""
+    if current_app.config["UUID_USER_IDS"]:
+        return {**user, "id": tokens.subject(user["id"], uuid_form=True)}
     return {**user, "id": str(user["id"])} if api_version() else user
 
 

@@ -3,6 +3,7 @@ waitress server) and the same requests made by hand: weak passwords, the admin A
 bans and app_metadata, and the services minibase does not provide."""
 
 import httpx
+import jwt
 import pytest
 import requests
 
@@ -165,3 +166,43 @@ def test_unknown_paths_answer_json_over_http(live_server):
         assert response.status_code == 404
         assert response.headers["Content-Type"] == "application/json"
         assert "minibase" in response.json()["message"]
+
+
+def test_uuid_user_ids_let_the_sdk_s_admin_calls_take_user_id(make_app, anon_key, service_key):
+    """auth-js and supabase-py refuse "42" as an admin id; with UUID_USER_IDS the user's id and the
+    token's sub are 00000000-0000-0000-0000-000000000042, which they accept, and the service maps it
+    back to the integer user_id."""
+    supabase_auth = pytest.importorskip("supabase_auth")
+    from support import serve_app
+
+    base, stop = serve_app(make_app(UUID_USER_IDS=True))
+    try:
+        with httpx.Client() as http:
+            client = supabase_auth.SyncGoTrueClient(
+                url=base + "/auth/v1", headers={"apikey": anon_key}, persist_session=False, http_client=http
+            )
+            session = client.sign_up({"email": "uuid@example.com", "password": "secret-pw"}).session
+            user_id = session.user.id
+            assert user_id == "00000000-0000-0000-0000-000000000001"
+            claims = jwt.decode(session.access_token, options={"verify_signature": False})
+            assert claims["sub"] == user_id
+            assert client.get_user(session.access_token).user.id == user_id
+            refreshed = client.refresh_session(session.refresh_token)
+            assert refreshed.user.id == user_id
+            admin = supabase_auth.SyncGoTrueClient(
+                url=base + "/auth/v1",
+                headers={"apikey": service_key, "Authorization": f"Bearer {service_key}"},
+                persist_session=False,
+                http_client=http,
+            ).admin
+            assert admin.get_user_by_id(user_id).user.email == "uuid@example.com"
+        plain = requests.get(
+            f"{base}/auth/v1/user", headers={"apikey": anon_key, **bearer(session)}, timeout=10
+        )
+        assert plain.json()["id"] == user_id  # every client gets the UUID form
+    finally:
+        stop()
+
+
+def bearer(session):
+    return {"Authorization": f"Bearer {session.access_token}"}
