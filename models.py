@@ -93,6 +93,7 @@ class Profile(db.Model):
     recovery_sent_at = mapped_column(DateTime)
     new_email: Mapped[str | None] = mapped_column(String(255))  # awaiting the new address's confirmation
     email_change_sent_at = mapped_column(DateTime)
+    invited_at = mapped_column(DateTime)  # when an invitation was mailed or generated
 
 
 class OneTimeToken(db.Model):

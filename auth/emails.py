@@ -43,7 +43,10 @@ VERIFY_TYPES = {
     "email_change": ("email_change",),
     "invite": ("invite",),
 }
-LINK_TYPES = ("signup", "invite", "magiclink", "recovery")  # what admin/generate_link makes
+# What admin/generate_link makes. An address change is confirmed once, by either link: the one for
+# the current address or the one for the new address (both redeem as "email_change").
+LINK_TYPES = ("signup", "invite", "magiclink", "recovery", "email_change_current", "email_change_new")
+EMAIL_CHANGES = ("email_change_current", "email_change_new")
 
 
 def otp_expired():
@@ -243,13 +246,18 @@ def resend(kind, email, redirect_to):
 def change_email(user_id, new_email, redirect_to):
     """An address change with MAILER_AUTOCONFIRM off: the new address gets a link, and the change
     happens when it is followed; `new_email` shows it meanwhile (not committed)."""
+    _record_email_change(user_id, new_email)
+    throttle(new_email)
+    send("email_change", user_id, new_email, redirect_to)
+
+
+def _record_email_change(user_id, new_email):
+    """`new_email` awaits its confirmation (a 422 when another user has it)."""
     found = accounts.find_credentials(new_email)
     if found is not None and found.user_id != user_id:
         raise accounts.email_exists()
     accounts.check_lengths({"email": new_email})
-    throttle(new_email)
     _profile(user_id, new_email=new_email, email_change_sent_at=tokens.utcnow())
-    send("email_change", user_id, new_email, redirect_to)
 
 
 @transactional
@@ -358,11 +366,13 @@ def redirect_after_verify(kind, token, redirect_to):
 
 
 @transactional
-def generate_link(kind, email, password=None, data=None, redirect_to=None):
+def generate_link(kind, email, password=None, data=None, redirect_to=None, new_email=None):
     """POST /admin/generate_link: the user (made for signup and invite when new) and a link and code
     for them, returned rather than sent."""
     if kind not in LINK_TYPES:
         raise validation_failed(f"type: must be one of {', '.join(LINK_TYPES)}")
+    if kind in EMAIL_CHANGES and not new_email:
+        raise validation_failed("new_email: required to generate an email change link")
     found = accounts.find_credentials(email)
     if found is not None:
         user_id = found.user_id
@@ -374,11 +384,17 @@ def generate_link(kind, email, password=None, data=None, redirect_to=None):
         user_id = _new_user(email, data, unconfirmed=True)
     else:
         raise user_not_found()
+    purpose = kind
+    if kind == "invite":
+        _profile(user_id, invited_at=tokens.utcnow())
+    elif kind in EMAIL_CHANGES:
+        _record_email_change(user_id, new_email)
+        purpose = "email_change"
     target = redirect_target(redirect_to)
-    token, code = issue(user_id, kind, email)
+    token, code = issue(user_id, purpose, new_email if kind in EMAIL_CHANGES else email)
     return {
         **user_object(load_user(user_id)),
-        "action_link": action_link(token, kind, target),
+        "action_link": action_link(token, purpose, target),
         "email_otp": code,
         "hashed_token": token,
         "verification_type": kind,
@@ -393,5 +409,6 @@ def invite(email, data, redirect_to):
         raise accounts.email_exists()
     throttle(email)
     user_id = _new_user(email, data, unconfirmed=True)
+    _profile(user_id, invited_at=tokens.utcnow())
     send("invite", user_id, email, redirect_to)
     return user_object(load_user(user_id))

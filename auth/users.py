@@ -31,6 +31,7 @@ def user_columns():
         Profile.recovery_sent_at,
         Profile.new_email,
         Profile.email_change_sent_at,
+        Profile.invited_at,
     ]
 
 
@@ -82,4 +83,5 @@ def user_object(row):
         "last_sign_in_at": timestamp(row.last_sign_in_at),
         "banned_until": timestamp(row.banned_until) if is_banned(row.banned_until) else None,
         "is_anonymous": False,
+        **({"invited_at": timestamp(row.invited_at)} if row.invited_at else {}),
     }

@@ -81,10 +81,11 @@ def delete_user(user_id):
 
 @bp.post("/generate_link")
 def generate_link():
-    """A sign-up, invite, magic link or recovery link and code, returned instead of mailed."""
+    """A sign-up, invite, magic link, recovery or address-change link and code, returned instead
+    of mailed."""
     body = load(link_schema)
     redirect = body.get("redirect_to") or request.args.get("redirect_to")
     found = emails.generate_link(
-        body["type"], body["email"], body.get("password"), body.get("data"), redirect
+        body["type"], body["email"], body.get("password"), body.get("data"), redirect, body.get("new_email")
     )
     return string_id_for_sdks(found)

@@ -199,6 +199,14 @@ class VerifySchema(_Base):
 
 class GenerateLinkSchema(RecoverSchema):
     type = fields.String(required=True)
+    new_email = fields.String(validate=EMAIL_RULES)  # the email_change_* links'
+
+    @pre_load
+    def normalise_new_email(self, data, **kwargs):
+        if isinstance(data.get("new_email"), str):
+            data = {**data, "new_email": data["new_email"].strip().lower()}
+        return data
+
     password = fields.String(validate=_not_too_long)
     data = fields.Dict(keys=fields.String(), allow_none=True)
     redirect_to = fields.String(validate=validate.Length(max=2000))

@@ -315,6 +315,38 @@ def test_invite_and_generate_link_are_for_the_service_role(make_mailing_app, ano
     )
 
 
+def test_invited_users_carry_invited_at_and_others_do_not(make_mailing_app, anon_key, service_key, smtp):
+    app = make_mailing_app()
+    api, admin = Api(app, anon_key), Api(app, service_key)
+    invited = admin.post("/auth/v1/invite", json={"email": "guest@example.com"}).json
+    assert invited["invited_at"].endswith("Z")
+    generated = admin.post("/auth/v1/admin/generate_link", json={"type": "invite", "email": "g2@example.com"})
+    assert generated.json["invited_at"].endswith("Z")
+    assert "invited_at" not in api.sign_up()["user"]  # GoTrue leaves it out for everyone else
+
+
+@pytest.mark.parametrize("kind", ["email_change_current", "email_change_new"])
+def test_generated_email_change_links_change_the_address_once_followed(
+    make_mailing_app, anon_key, service_key, smtp, kind
+):
+    app = make_mailing_app()
+    api, admin = Api(app, anon_key), Api(app, service_key)
+    api.sign_up()
+    link = admin.post("/auth/v1/admin/generate_link", json={"type": kind, "email": "ann@example.com"})
+    assert_auth_error(link, 400, "validation_failed")  # new_email is required
+    api.sign_up("taken@example.com")
+    taken = {"type": kind, "email": "ann@example.com", "new_email": "taken@example.com"}
+    assert_auth_error(admin.post("/auth/v1/admin/generate_link", json=taken), 422, "email_exists")
+    body = {"type": kind, "email": "ann@example.com", "new_email": "Ann.New@Example.com"}
+    generated = admin.post("/auth/v1/admin/generate_link", json=body).json
+    assert generated["verification_type"] == kind and generated["new_email"] == "ann.new@example.com"
+    assert generated["email"] == "ann@example.com"  # unchanged until the link is followed
+    _, fragment = follow(api, generated["action_link"].removeprefix("http://localhost"))
+    assert fragment["type"] == "email_change"
+    assert api.get("/auth/v1/user", token=fragment["access_token"]).json["email"] == "ann.new@example.com"
+    assert api.sign_in("ann.new@example.com").status_code == 200
+
+
 @pytest.mark.parametrize("fault", ["refused", "down"])
 def test_a_mail_that_cannot_be_sent_is_a_503_and_leaves_nothing_usable(
     make_mailing_app, anon_key, smtp, fault
