@@ -2,8 +2,8 @@
 
 Two filter dialects, mixable in one query string: the seed's dotted ``col.op=value`` and
 PostgREST's ``col=op.value`` with ``not.``, ``or=(...)`` and ``and=(...)`` trees.
-``parse_filters`` is pure syntax; names and values meet the table in ``where_clause``,
-``parse_select`` and ``parse_order``. Every value reaches SQL as a bound parameter, converted to
+``parse_query`` and ``parse_filters`` are pure syntax; names and values meet the table in
+``build``, ``parse_select`` and ``parse_order``. Every value reaches SQL as a bound parameter, converted to
 its column's type by values.py.
 
 Pure: no Flask, no I/O, no database connection.
@@ -111,6 +111,12 @@ def parse_filters(pairs: Iterable[tuple[str, str]]) -> list[Condition | Logic]:
     """Parse query-string pairs into filter nodes; other reserved keys are skipped. A filter on an
     embedded resource keeps its path: `posts.title=eq.x` is Condition("posts.title", ...), and
     `posts.or=(...)` a Logic whose path is ("posts",)."""
+    return _parse_filters(pairs)[0]
+
+
+def _parse_filters(pairs: Iterable[tuple[str, str]]) -> tuple[list[Condition | Logic], set[str], bool]:
+    """parse_filters' nodes, the table's own columns they name, and whether any filters an embedded
+    resource."""
     nodes: list[Condition | Logic] = []
     for key, value in pairs:
         path, _, last = key.rpartition(".")
@@ -123,8 +129,7 @@ def parse_filters(pairs: Iterable[tuple[str, str]]) -> list[Condition | Logic]:
             continue  # parse_embedded's
         elif key not in RESERVED:
             nodes.append(_parse_filter_param(key, value))
-    _check_size(nodes)
-    return nodes
+    return nodes, *_measure(nodes)
 
 
 _EMBEDDED_PARAMETERS = ("order", "limit", "offset")
@@ -157,7 +162,7 @@ def parse_embedded(pairs: Iterable[tuple[str, str]]) -> dict[tuple[str, ...], Em
 def _parse_filter_param(key: str, value: str) -> Condition:
     if not key:
         raise FilterError("empty filter name", hint='write filters as "col=eq.value"')
-    where = f"filter {quoted(key)}"
+    where = _FilterName(key)
     dotted = _split_dotted_key(key)
     if dotted is not None:
         column, negated, op = dotted
@@ -168,6 +173,16 @@ def _parse_filter_param(key: str, value: str) -> Condition:
         column = key
         negated, op, operand = _split_native_value(key, value)
     return _condition(column, op, _top_level_operand(op, operand, column), negated, where)
+
+
+class _FilterName:
+    """`filter "key"` for an error message, quoted only when a message is made of it."""
+
+    def __init__(self, key: str):
+        self.key = key
+
+    def __str__(self) -> str:
+        return f"filter {quoted(self.key)}"
 
 
 def _split_dotted_key(key: str) -> tuple[str, bool, str] | None:
@@ -235,20 +250,29 @@ def _unknown_operator(op: str, where: str) -> FilterError:
     return FilterError(f"unknown operator {quoted(op)} in {where}", hint=hint)
 
 
-def _check_size(nodes: Iterable[Condition | Logic]) -> None:
+def _measure(nodes: Iterable[Condition | Logic]) -> tuple[set[str], bool]:
+    """A 400 past MAX_CONDITIONS or MAX_LIST_VALUES; else the table's own columns the nodes name
+    (not an embedded resource's), and whether any node filters an embedded resource."""
     conditions = values = 0
-    pending = list(nodes)
+    names: set[str] = set()
+    scoped = False
+    pending = [(node, False) for node in nodes]
     while pending:
-        node = pending.pop()
+        node, embedded = pending.pop()
         if isinstance(node, Logic):
-            pending.extend(node.children)
+            scoped = scoped or bool(node.path)
+            pending.extend((child, embedded or bool(node.path)) for child in node.children)
             continue
         conditions += 1
         values += len(node.value) if isinstance(node.value, tuple) else 1
+        if not embedded and "." not in node.column:
+            names.add(node.column)
+        scoped = scoped or "." in node.column
     if conditions > MAX_CONDITIONS:
         raise FilterError(f"too many filter conditions (at most {MAX_CONDITIONS})")
     if values > MAX_LIST_VALUES:
         raise FilterError(f"too many filter values (at most {MAX_LIST_VALUES})")
+    return names, scoped
 
 
 class _Scanner:
@@ -416,55 +440,33 @@ def _read_tree_value(scanner: _Scanner) -> str:
 # Building SQL
 
 
+@dataclass(frozen=True)
+class Where:
+    """A filter tree built against a table in one walk: the SQL expression (None without filters),
+    the values of its named parameters, and the shape, what of the filters decides the SQL
+    (columns, operators, negations, and the values that change the SQL rather than a parameter:
+    is.null, an empty in). A prepared plan is keyed by the shape and run with the values."""
+
+    clause: ColumnElement[bool] | None
+    values: dict[str, object]
+    shape: tuple
+
+
+def build(nodes: Iterable[Condition | Logic], table: sa.Table, dialect: str, named: bool = False) -> Where:
+    """AND of all nodes against `table`, with bound parameters. `named`: the parameters are called
+    p0, p1, ... in the order of the conditions and carry no value of their own, so that the SQL can
+    run again with the values of another request of the same shape; their values are `values`."""
+    walk = _Walk(table, _dialect(dialect), named)
+    clauses, shape = walk.all(nodes, 1)
+    clause = None if not clauses else clauses[0] if len(clauses) == 1 else sa.and_(*clauses)
+    return Where(clause, walk.values, shape)
+
+
 def where_clause(
     nodes: Iterable[Condition | Logic], table: sa.Table, dialect: str, named: bool = False
 ) -> ColumnElement[bool] | None:
-    """AND of all nodes with bound parameters; None when there are none. `named`: the parameters
-    are called p0, p1, ... in the order of the conditions, so that the statement can run again
-    with the values of another request of the same shape (`parameters`)."""
-    dialect = _dialect(dialect)
-    counter = iter(range(MAX_CONDITIONS + 1)) if named else None
-    clauses = [_build(node, table, dialect, 1, counter) for node in nodes]
-    if not clauses:
-        return None
-    return clauses[0] if len(clauses) == 1 else sa.and_(*clauses)
-
-
-def shape(nodes: Iterable[Condition | Logic]) -> tuple:
-    """What of the filters decides the SQL where_clause(named=True) builds: columns, operators,
-    negations, and the values that change the SQL rather than a parameter (is.null, an empty in)."""
-    found = []
-    for node in nodes:
-        if isinstance(node, Logic):
-            found.append((node.op, node.negated, node.path, shape(node.children)))
-        elif node.op == "is":
-            found.append((node.column, node.op, node.negated, str(node.value).lower()))
-        elif node.op == "in":
-            found.append((node.column, node.op, node.negated, bool(node.value)))
-        else:
-            found.append((node.column, node.op, node.negated))
-    return tuple(found)
-
-
-def parameters(nodes: Iterable[Condition | Logic], table: sa.Table, dialect: str) -> dict[str, object]:
-    """The values of where_clause(named=True)'s parameters for these nodes, converted and checked
-    as building the clause would (the same FilterErrors), without building it."""
-    dialect = _dialect(dialect)
-    found: dict[str, object] = {}
-    pending = list(reversed(list(nodes)))
-    number = 0
-    while pending:
-        node = pending.pop()
-        if isinstance(node, Logic):
-            pending.extend(reversed(node.children))
-            continue
-        column = _resolve_column(table, node.column, "filter")
-        operator_ = _operator(node)
-        value = operator_.convert(column, node.value, dialect)
-        if operator_.has_parameter(value):
-            found[f"p{number}"] = value
-        number += 1
-    return found
+    """The expression of `build`, for a statement that runs once."""
+    return build(nodes, table, dialect, named).clause
 
 
 def _dialect(name: str) -> str:
@@ -475,26 +477,56 @@ def _dialect(name: str) -> str:
         raise ValueError(f"unsupported SQL dialect {name!r}") from None
 
 
-def _build(node: Condition | Logic, table: sa.Table, dialect: str, depth: int, counter) -> ColumnElement:
-    if isinstance(node, Logic):
-        expression = _build_logic(node, table, dialect, depth, counter)
-    elif isinstance(node, Condition):
-        column = _resolve_column(table, node.column, "filter")
+class _Walk:
+    """One walk over a filter tree: each condition's column is resolved, its value converted and
+    bound, and its part of the shape noted, at the same node, so a value can never be bound under
+    another condition's name."""
+
+    def __init__(self, table: sa.Table, dialect: str, named: bool):
+        self.table, self.dialect, self.named = table, dialect, named
+        self.values: dict[str, object] = {}
+        self.number = 0
+
+    def all(self, nodes: Iterable[Condition | Logic], depth: int) -> tuple[list, tuple]:
+        built = [self.node(node, depth) for node in nodes]
+        return [clause for clause, _ in built], tuple(shape for _, shape in built)
+
+    def node(self, node: Condition | Logic, depth: int) -> tuple[ColumnElement, tuple]:
+        if isinstance(node, Logic):
+            expression, shape = self.logic(node, depth)
+        elif isinstance(node, Condition):
+            expression, shape = self.condition(node)
+        else:
+            raise TypeError(f"not a filter node: {node!r}")
+        return (sa.not_(expression) if node.negated else expression), shape
+
+    def condition(self, node: Condition) -> tuple[ColumnElement, tuple]:
+        column = _resolve_column(self.table, node.column, "filter")
         operator_ = _operator(node)
-        value = operator_.convert(column, node.value, dialect)
-        number = next(counter) if counter is not None else None
+        value = operator_.convert(column, node.value, self.dialect)
+        name, self.number = f"p{self.number}", self.number + 1
         if operator_.has_parameter(value):
-            expanding = operator_.op == "in"
-            if number is None:
-                value = sa.bindparam(None, value, type_=operator_.type(column), expanding=expanding)
-            else:  # no value of its own: each execution must pass one (`parameters`), never a stale one
-                value = sa.bindparam(
-                    f"p{number}", type_=operator_.type(column), expanding=expanding, required=True
-                )
-        expression = operator_.express(column, value, dialect)
-    else:
-        raise TypeError(f"not a filter node: {node!r}")
-    return sa.not_(expression) if node.negated else expression
+            kind, expanding = operator_.type(column), operator_.op == "in"
+            if self.named:  # no value of its own: each execution must pass one, never a stale one
+                self.values[name] = value
+                value = sa.bindparam(name, type_=kind, expanding=expanding, required=True)
+            else:
+                value = sa.bindparam(None, value, type_=kind, expanding=expanding)
+            shape = (node.column, node.op, node.negated)
+        else:  # the value is in the SQL itself: is.null, is.true, an empty in
+            shape = (node.column, node.op, node.negated, repr(value))
+        return operator_.express(column, value, self.dialect), shape
+
+    def logic(self, node: Logic, depth: int) -> tuple[ColumnElement, tuple]:
+        if depth > MAX_DEPTH:
+            raise FilterError(f"filter is nested too deeply (at most {MAX_DEPTH} levels)")
+        combine = {"and": sa.and_, "or": sa.or_}.get(node.op)
+        if combine is None:
+            raise FilterError(f"unknown logic operator {quoted(node.op)}")
+        if not node.children:
+            raise FilterError(f'empty "{node.op}" filter')
+        clauses, shape = self.all(node.children, depth + 1)
+        return combine(*clauses), (node.op, node.negated, node.path, shape)
 
 
 def _operator(node: Condition) -> _Operator:
@@ -502,17 +534,6 @@ def _operator(node: Condition) -> _Operator:
     if found is None:
         raise _unknown_operator(node.op, f"filter {quoted(node.column)}")
     return found
-
-
-def _build_logic(node: Logic, table: sa.Table, dialect: str, depth: int, counter) -> ColumnElement:
-    if depth > MAX_DEPTH:
-        raise FilterError(f"filter is nested too deeply (at most {MAX_DEPTH} levels)")
-    combine = {"and": sa.and_, "or": sa.or_}.get(node.op)
-    if combine is None:
-        raise FilterError(f"unknown logic operator {quoted(node.op)}")
-    if not node.children:
-        raise FilterError(f'empty "{node.op}" filter')
-    return combine(*(_build(child, table, dialect, depth + 1, counter) for child in node.children))
 
 
 def _resolve_column(table: sa.Table, name: str, where: str) -> sa.Column:
@@ -532,7 +553,7 @@ def suggest(name: str, table: sa.Table) -> str | None:
     return f'did you mean "{matches[0]}"?' if matches else None
 
 
-def _single(value: object, column: sa.Column) -> str:
+def _one_value(value: object, column: sa.Column) -> str:
     if not isinstance(value, str):
         raise FilterError(f"expected a single value, not a list, for column {quoted(column.key)}")
     return value
@@ -557,7 +578,7 @@ class _Operator:
 
 
 def _convert_single(column: sa.Column, raw: object, dialect: str) -> object:
-    return _converted(column, _single(raw, column))
+    return _converted(column, _one_value(raw, column))
 
 
 def _converted(column: sa.Column, raw: str) -> object:
@@ -578,7 +599,7 @@ def _express_in(column: sa.Column, parameter: object, dialect: str) -> ColumnEle
 
 
 def _convert_is(column: sa.Column, value: object, dialect: str) -> str:
-    word = _single(value, column).lower()
+    word = _one_value(value, column).lower()
     if word not in _IS_VALUES:
         raise FilterError(f'invalid value {quoted(word)} for "is"', hint="use null, true or false")
     if word != "null" and not is_booleanish(column.type):
@@ -593,7 +614,7 @@ def _express_is(column: sa.Column, word: object, dialect: str) -> ColumnElement:
 
 
 def _convert_like(column: sa.Column, value: object, dialect: str) -> str:
-    pattern = _single(value, column)
+    pattern = _one_value(value, column)
     # SQLite's LIKE ignores case; GLOB is its case-sensitive matcher, with patterns of its own.
     return _glob_pattern(pattern) if dialect == "sqlite" else _like_pattern(pattern)
 
@@ -607,7 +628,7 @@ def _express_like(column: sa.Column, pattern: object, dialect: str) -> ColumnEle
 
 
 def _convert_ilike(column: sa.Column, value: object, dialect: str) -> str:
-    return _like_pattern(_single(value, column))
+    return _like_pattern(_one_value(value, column))
 
 
 def _express_ilike(column: sa.Column, pattern: object, dialect: str) -> ColumnElement:
@@ -914,3 +935,47 @@ def order_clauses(items: Iterable[OrderItem], table: sa.Table, dialect: str) -> 
                 clauses.append(is_null.desc() if nulls == "first" else is_null.asc())
         clauses.append(clause)
     return clauses
+
+
+# ---------------------------------------------------------------------------
+# A request's query string, parsed whole
+
+
+@dataclass(frozen=True)
+class Query:
+    """What a request asks of a table before the table is known: filter nodes (an embedded
+    resource's among them, with their path), the select tree, raw order, the order and paging of
+    embedded resources by path, and `names`, the table's own columns it uses: when the reflected
+    table lacks one, it is reflected again. `scoped`: a filter names an embedded resource; `plain`:
+    nothing of it concerns another table (no embed, no embedded filter or paging)."""
+
+    filters: list
+    select: str | None = None
+    order: str | None = None
+    tree: tuple = (STAR,)
+    embedded: dict = dataclasses.field(default_factory=dict)
+    names: frozenset = frozenset()
+    scoped: bool = False
+    plain: bool = True
+
+    def embeds(self) -> bool:
+        return any(isinstance(item, EmbedItem) for item in self.tree)
+
+    def embeds_only(self) -> Query:
+        """This query without the table's own filters: what shapes the embeds of a write's rows."""
+        return dataclasses.replace(self, filters=[])
+
+
+def parse_query(
+    pairs: Iterable[tuple[str, str]], select: str | None = None, order: str | None = None
+) -> Query:
+    """The Query of a query string's (key, value) pairs, its select= and its order=."""
+    pairs = list(pairs)
+    nodes, names, scoped = _parse_filters(pairs)
+    tree = parse_select_tree(select)
+    embedded = parse_embedded(pairs)
+    names |= {item.column for item in tree if isinstance(item, SelectItem)}
+    names |= {part.split(".")[0].strip() for part in (order or "").split(",")}
+    embeds = any(isinstance(item, EmbedItem) for item in tree)
+    plain = not (embeds or embedded or scoped)
+    return Query(nodes, select, order, tree, embedded, frozenset(names - {"", "*"}), scoped, plain)

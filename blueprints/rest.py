@@ -11,6 +11,7 @@ from flask import Blueprint, Response, current_app, json, request
 from werkzeug.datastructures import MIMEAccept
 from werkzeug.http import parse_accept_header
 
+import filters
 from blueprints.gateway import identity
 from errors import APIError, Rest, bad_body, bad_query
 from rest import openapi, policies, rows, rpc
@@ -51,7 +52,7 @@ def call_function(name):
         given = {key: value for key, value in request.args.items() if key in function.params}
         values = rpc.arguments(function, given, who, strict=False)
     else:
-        body = body_value(empty={})
+        body = json_body(empty={})
         if not isinstance(body, dict):
             raise bad_body("The request body must be a JSON object of the function's arguments")
         values = rpc.arguments(function, body, who, strict=True)
@@ -64,33 +65,26 @@ def call_function(name):
 
 @bp.get("/<name>")
 def read_rows(name):
-    access = rows.permit(name, "select", identity())
-    read = parse_read()
-    return page_response(read, rows.read(name, access, read))
+    who, read = identity(), parsed(parse_read)
+    return page_response(read, rows.read(name, who, read))
 
 
 @bp.post("/<name>")
 def insert_rows(name):
-    prefer = preferences()
-    access = rows.permit(name, "insert", identity(), prefer)
-    write = parse_write(prefer, array=True)
-    return write_response(name, write, rows.insert(name, access, write), status=201)
+    who, write = identity(), parsed(parse_write, array=True)
+    return write_response(name, write, rows.insert(name, who, write), status=201)
 
 
 @bp.patch("/<name>")
 def update_rows(name):
-    prefer = preferences()
-    access = rows.permit(name, "update", identity(), prefer)
-    write = parse_write(prefer, filtered=True)
-    return write_response(name, write, rows.update(name, access, write), status=changed_status(prefer))
+    who, write = identity(), parsed(parse_write, filtered=True)
+    return write_response(name, write, rows.update(name, who, write), status=changed_status(write.prefer))
 
 
 @bp.delete("/<name>")
 def delete_rows(name):
-    prefer = preferences()
-    access = rows.permit(name, "delete", identity(), prefer)
-    write = parse_write(prefer, filtered=True, body=False)
-    return write_response(name, write, rows.delete(name, access, write), status=changed_status(prefer))
+    who, write = identity(), parsed(parse_write, filtered=True, body=False)
+    return write_response(name, write, rows.delete(name, who, write), status=changed_status(write.prefer))
 
 
 def changed_status(prefer):
@@ -98,6 +92,23 @@ def changed_status(prefer):
 
 
 # --- parsing the request
+
+
+def parsed(parse, **options):
+    """The request as `parse` reads it, or, when it does not parse, a rows.Unparsed that the service
+    refuses after its access check."""
+    try:
+        return parse(**options)
+    except APIError as error:
+        return rows.Unparsed(error, preferences())
+
+
+def parse_query(pairs, select=None, order=None):
+    """The query string as a filters.Query; a 400 when a filter or select does not parse."""
+    try:
+        return filters.parse_query(pairs, select, order)
+    except filters.FilterError as exc:
+        raise rows.client_error(exc) from None
 
 
 def preferences():
@@ -170,7 +181,7 @@ def parse_read(exclude=()):
     `exclude`: query parameters that are not filters (a function's arguments)."""
     args = request.args
     pairs = [(key, value) for key, value in args.items(multi=True) if key not in exclude]
-    query = rows.query(pairs, args.get("select"), args.get("order"))
+    query = parse_query(pairs, args.get("select"), args.get("order"))
     offset = paging_parameter("offset") or 0
     limit = paging_parameter("limit")
     upper = None if limit is None else offset + limit - 1
@@ -189,7 +200,8 @@ def parse_read(exclude=()):
     limit = None if upper is None else max(upper - offset + 1, 0)
     maximum = current_app.config["MAX_ROWS"]
     limit = maximum if limit is None else min(limit, maximum)
-    return rows.Read(query, offset, limit, preferences().count, media_type())
+    prefer = preferences()
+    return rows.Read(query, offset, limit, prefer.count, media_type(), prefer)
 
 
 def bad_range(message, hint=None):
@@ -207,12 +219,13 @@ def names_parameter(name):
     return names
 
 
-def parse_write(prefer, array=False, filtered=False, body=True):
+def parse_write(array=False, filtered=False, body=True):
     """A write request: filters (required for PATCH and DELETE), preferences and the body's rows."""
     for reserved in ("limit", "offset", "order"):
         if reserved in request.args:
             raise bad_query(f'"{reserved}" is not supported on {request.method}')
-    query = rows.query(request.args.items(multi=True), request.args.get("select"))
+    prefer = preferences()
+    query = parse_query(request.args.items(multi=True), request.args.get("select"))
     if query.filters and not filtered:
         raise bad_query(f"filters are not supported on {request.method}")
     if filtered and not query.filters:
@@ -229,7 +242,7 @@ def parse_write(prefer, array=False, filtered=False, body=True):
     return rows.Write(query, prefer, media_type(), objects, columns, names_parameter("on_conflict"))
 
 
-def body_value(empty=None):
+def json_body(empty=None):
     """The request body as strict JSON (`empty` when there is none): nothing the database could not
     store or that takes unbounded work to walk."""
     raw = request.get_data(cache=False)
@@ -244,7 +257,7 @@ def body_value(empty=None):
 
 def body_objects(array):
     """The JSON body as a list of objects: an object (or, when `array`, an array of objects)."""
-    data = body_value()
+    data = json_body()
     if isinstance(data, dict) and (array or data):
         return [data]
     if array and isinstance(data, list) and all(isinstance(row, dict) for row in data):

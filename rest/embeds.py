@@ -19,7 +19,7 @@ import sqlalchemy as sa
 import filters
 from errors import APIError, Rest
 from filters import EmbedItem, FilterError, SelectItem
-from rest import policies, tables
+from rest import policies, reads, reflection
 from values import json_value
 
 
@@ -127,12 +127,8 @@ class Child:
             columns = [sa.func.count()]
         labeled = [column.label(f"c{i}") for i, column in enumerate([*columns, *key_columns])]
         found = []
-        for start in range(0, len(keys), tables.KEY_CHUNK):
-            where = [
-                tables.key_condition(key_columns, keys[start : start + tables.KEY_CHUNK]),
-                *_present(level.where),
-                *_present(self.junction_where),
-            ]
+        for chunk in reads.chunks(key_columns, keys):
+            where = [chunk, *_present(level.where), *_present(self.junction_where)]
             statement = sa.select(*labeled).select_from(self._source()).where(*where)
             if self.count is not None:
                 statement = statement.group_by(*key_columns)
@@ -141,7 +137,7 @@ class Child:
             else:
                 statement = statement.order_by(*level.order)
             width = len(columns)
-            found += [(tuple(row[width:]), tuple(row[:width])) for row in tables.execute(statement).all()]
+            found += [(tuple(row[width:]), tuple(row[:width])) for row in reads.execute(statement).all()]
         return found
 
     def _paged(self, statement, key_columns, width):
@@ -195,7 +191,7 @@ class Planner:
             else:
                 outputs += filters.resolve_select([item], table)
         nodes = self.scopes.get(path, [])
-        where = filters.where_clause(nodes, table, tables.dialect()) if nodes else None
+        where = filters.where_clause(nodes, table, reflection.dialect()) if nodes else None
         inner = [output.exists(table) for output in outputs if isinstance(output, Child) and output.inner]
         return Level(table, outputs, _all(where, *inner))
 
@@ -203,7 +199,7 @@ class Planner:
         self.used.add(path)
         policy = policies.policies().get(item.table)
         asked = [i.column for i in item.items if isinstance(i, SelectItem) and i is not filters.STAR]
-        target = tables.reflected_or_none(item.table, asked) if policy is not None else None
+        target = reflection.reflected_or_none(item.table, asked) if policy is not None else None
         relationship = _relationship(parent_name, parent, item, target)
         if item.spread and relationship.many:
             raise APIError(
@@ -220,7 +216,7 @@ class Planner:
         level = self._level(item.table, alias, () if counted else item.items, path, (*chain, item.table))
         level.where = _all(level.where, grant.condition(alias))
         settings = self.query.embedded.get(path, filters.Embedded())
-        level.order = tables.ordering(settings.order, alias)
+        level.order = reflection.ordering(settings.order, alias)
         level.limit, level.offset = settings.limit, settings.offset
         child = Child(
             item.alias, relationship, level, item.inner, item.spread, bool(item.items), count=counted
@@ -228,7 +224,7 @@ class Planner:
         if relationship.junction is not None:
             junction_policy = policies.policies()[relationship.junction]
             junction_grant = policies.authorize(junction_policy, "select", self.who)
-            junction = tables.reflected(relationship.junction)
+            junction = reflection.reflected(relationship.junction)
             child.junction = junction.alias(f"j{self.count}") if relationship.junction in chain else junction
             child.junction_where = junction_grant.condition(child.junction)
         return child
@@ -290,7 +286,7 @@ def candidates(parent_name, parent, target_name, target):
     """Every relationship between the two tables: the parent's keys to the target, the target's keys
     to the parent, and junctions between them."""
     found = []
-    for reference in tables.references(parent):
+    for reference in reflection.references(parent):
         if reference.target == target_name and all(c in target.c for c in reference.target_columns):
             found.append(
                 Relationship(
@@ -302,9 +298,9 @@ def candidates(parent_name, parent, target_name, target):
                     label=f"{target_name}!{_hint(reference)}",
                 )
             )
-    for reference in tables.references(target):
+    for reference in reflection.references(target):
         if reference.target == parent_name and all(c in parent.c for c in reference.target_columns):
-            unique = frozenset(reference.columns) in tables.unique_sets(target)
+            unique = frozenset(reference.columns) in reflection.unique_sets(target)
             found.append(
                 Relationship(
                     target_name,
@@ -324,12 +320,12 @@ def _through_junctions(parent_name, parent, target_name, target):
     for name in policies.policies():
         if name in (parent_name, target_name):
             continue
-        junction = tables.reflected_or_none(name)
+        junction = reflection.reflected_or_none(name)
         if junction is None:
             continue
-        keys = [set(key) for key in tables.unique_sets(junction)]
-        to_parent = [r for r in tables.references(junction) if r.target == parent_name]
-        to_target = [r for r in tables.references(junction) if r.target == target_name]
+        keys = [set(key) for key in reflection.unique_sets(junction)]
+        to_parent = [r for r in reflection.references(junction) if r.target == parent_name]
+        to_target = [r for r in reflection.references(junction) if r.target == target_name]
         for left in to_parent:
             for right in to_target:
                 joined = set(left.columns) | set(right.columns)
@@ -373,9 +369,8 @@ def read_keys(level, columns, keys):
     level.hidden = list(columns)
     found = {}
     where = level.where
-    for start in range(0, len(keys), tables.KEY_CHUNK):
-        chunk = keys[start : start + tables.KEY_CHUNK]
-        level.where = _all(where, tables.key_condition([level.table.c[c] for c in columns], chunk))
+    for chunk in reads.chunks([level.table.c[c] for c in columns], keys):
+        level.where = _all(where, chunk)
         index = [level.needed().index(column) for column in columns]
         rows = _fetch_top(level, 0, None)
         for row, shaped in zip(rows, shape(level, rows), strict=True):
@@ -399,7 +394,7 @@ def _fetch_top(level, offset, limit):
         statement = statement.offset(offset)
     if limit is not None:
         statement = statement.limit(limit)
-    return [tuple(row) for row in tables.execute(statement).all()]
+    return [tuple(row) for row in reads.execute(statement).all()]
 
 
 def shape(level, found):

@@ -5,7 +5,7 @@ from datetime import date, datetime, time
 from decimal import Decimal
 
 from errors import APIError
-from rest import policies, tables
+from rest import policies, reflection
 from values import is_tinyint_boolean, python_type
 
 METHODS = {"select": "get", "insert": "post", "update": "patch", "delete": "delete"}
@@ -50,7 +50,7 @@ def document(who):
         if not allowed:
             continue
         try:
-            table = tables.reflected(name)
+            table = reflection.reflected(name)
         except APIError:
             continue  # listed, but not in the database (yet)
         schemas[name] = table_schema(table)
@@ -126,7 +126,7 @@ def _function(function):
 
 
 def table_schema(table):
-    keys = {column.key for column in tables.primary_key(table)}
+    keys = {column.key for column in reflection.primary_key(table)}
     properties, required = {}, []
     for column in table.c:
         kind = bool if is_tinyint_boolean(column.type) else python_type(column.type)

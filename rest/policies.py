@@ -257,7 +257,23 @@ def may_execute(function, who):
 
 def authorize_function(function, who):
     if not may_execute(function, who):
-        raise _refused(who, function.rule, f"function '{function.name}'")
+        raise _rule_refused(who, function.rule, f"function '{function.name}'")
+
+
+def grants(name, who, *operations):
+    """The Grant of `who` for each of `operations` on table `name` (None for a None): the 404 of a
+    table not exposed, the 405 of a write to a read-only table, or the 401/403 of a refused rule,
+    before anything else about the request is looked at."""
+    policy = lookup(name)
+    if policy.read_only and any(operation not in (None, "select") for operation in operations):
+        raise read_only(name, "users change through /auth/v1")
+    return [None if operation is None else authorize(policy, operation, who) for operation in operations]
+
+
+def read_only(name, why):
+    return APIError(
+        405, Rest.READ_ONLY, f"table '{name}' is read-only: {why}", headers={"Allow": "GET, HEAD"}
+    )
 
 
 def authorize(policy, operation, who):
@@ -269,10 +285,10 @@ def authorize(policy, operation, who):
         return Grant(policy)
     if who.role == "authenticated" and rule == "owner":
         return Grant(policy, owner_id=who.user_id)
-    raise _refused(who, rule, f"table '{policy.table}'")
+    raise _rule_refused(who, rule, f"table '{policy.table}'")
 
 
-def _refused(who, rule, what):
+def _rule_refused(who, rule, what):
     status = 401 if who.role == "anon" else 403
     hint = "Only the service key may do this." if rule == "service_role" else "Sign in first."
     return denied(f"permission denied for {what}", status, hint)

@@ -1,8 +1,8 @@
-"""The table API's work on rows, the service below blueprints/rest.py: who may touch them (asked of
-policies.py), the four operations, each in one transaction, and the errors a client caused, with
-PostgREST's codes. Requests come in parsed; rows go out as JSON-ready dicts."""
+"""The table API's work on rows, the service below blueprints/rest.py: one function per operation
+(`read`, `insert`, `update`, `delete`), each of which authorizes the caller (asked of policies.py),
+runs the work in one transaction (database.transactions) on the reflected table, and turns what the
+client did wrong into PostgREST's codes. Requests come in parsed; rows go out as JSON-ready dicts."""
 
-import dataclasses
 import functools
 import logging
 from dataclasses import dataclass, field
@@ -10,66 +10,15 @@ from dataclasses import dataclass, field
 from sqlalchemy.exc import DBAPIError
 
 import filters
+from database import transactions
 from errors import APIError, Rest
-from extensions import db
-from rest import embeds, policies, tables
+from rest import embeds, policies, reads, reflection, writes
 from values import BadValue, body_value, json_rows
 
 log = logging.getLogger("minibase")
 
-ATTEMPTS = 3  # of a request's transaction: a stale cache or a deadlock is worth another try
 
-
-# --- what a request asks, parsed by the blueprint
-
-
-@dataclass(frozen=True)
-class Query:
-    """What a request asks of a table before the table is known: filter nodes (an embedded
-    resource's among them, with their path), the select tree, raw order, and the order and paging
-    of embedded resources by path."""
-
-    filters: list
-    select: str | None = None
-    order: str | None = None
-    tree: tuple = (filters.STAR,)
-    embedded: dict = field(default_factory=dict)
-
-    def embeds(self):
-        return any(isinstance(item, filters.EmbedItem) for item in self.tree)
-
-    def embeds_only(self):
-        """This query without the table's own filters: what shapes the embeds of a write's rows."""
-        return dataclasses.replace(self, filters=[])
-
-    def columns(self):
-        """The table's own names the request uses: if the cache lacks one, the table is reflected
-        again."""
-        names = set()
-        pending = list(self.filters)
-        while pending:
-            node = pending.pop()
-            if isinstance(node, filters.Logic):
-                if not node.path:
-                    pending.extend(node.children)
-            elif "." not in node.column:
-                names.add(node.column)
-        names.update(item.column for item in self.tree if isinstance(item, filters.SelectItem))
-        for part in (self.order or "").split(","):
-            names.add(part.split(".")[0].strip())
-        names.discard("")
-        names.discard("*")
-        return names
-
-
-def query(pairs, select=None, order=None):
-    """The Query of a query string's (key, value) pairs; a 400 when a filter or select does not parse."""
-    pairs = list(pairs)
-    try:
-        tree = filters.parse_select_tree(select)
-        return Query(filters.parse_filters(pairs), select, order, tree, filters.parse_embedded(pairs))
-    except filters.FilterError as exc:
-        raise client_error(exc) from None
+# --- what a request asks, parsed by the view
 
 
 @dataclass(frozen=True)
@@ -86,16 +35,21 @@ class Prefer:
 
 @dataclass(frozen=True)
 class Read:
-    query: Query
+    query: filters.Query
     offset: int
     limit: int
     count: bool
     media: str  # json, object (exactly one row) or csv
+    prefer: Prefer = Prefer()
+
+    def columns(self):
+        """The table's own columns the request names: the reflected table must have them."""
+        return self.query.names
 
 
 @dataclass(frozen=True)
 class Write:
-    query: Query
+    query: filters.Query
     prefer: Prefer
     media: str
     rows: list = field(default_factory=list)  # the body's objects
@@ -107,8 +61,18 @@ class Write:
         return {key for row in self.rows for key in row}
 
     def columns(self):
-        names = self.query.columns() | self.written()
+        """The table's own columns the request names: the reflected table must have them."""
+        names = self.query.names | self.written()
         return names | set(self.columns_param or ()) | set(self.on_conflict or ())
+
+
+@dataclass(frozen=True)
+class Unparsed:
+    """A request whose query string, headers or body did not parse. Its error is answered after the
+    access check: an unknown table or a refused caller is told so first, whatever else is wrong."""
+
+    error: APIError
+    prefer: Prefer = Prefer()
 
 
 @dataclass(frozen=True)
@@ -133,50 +97,42 @@ class Access:
     action: policies.Grant  # the operation asked for
     read: policies.Grant | None = None  # reading the rows back (return=representation)
     merge: policies.Grant | None = None  # updating the rows an upsert finds (merge-duplicates)
-    who: object = None  # the caller's gateway.Identity: embedded tables are authorized for it
+    who: object = None  # the caller (auth.identity.Identity): embedded tables are authorized for it
 
 
 def permit(name, operation, who, prefer=None):
     """The caller's Access to table `name`: 404, 401 or 403 before anything else is looked at."""
     prefer = prefer or Prefer()
-    policy = policies.lookup(name)
-    if operation != "select" and policy.read_only:
-        raise read_only(name, "users change through /auth/v1")
-    action = policies.authorize(policy, operation, who)
-    read = policies.authorize(policy, "select", who) if prefer.returns == "representation" else None
-    merge = None
-    if operation == "insert" and prefer.resolution == "merge-duplicates":
-        merge = policies.authorize(policy, "update", who)
-    return Access(action, read, merge, who)
+    read = "select" if prefer.returns == "representation" else None
+    merge = "update" if operation == "insert" and prefer.resolution == "merge-duplicates" else None
+    return Access(*policies.grants(name, who, operation, read, merge), who)
 
 
 # --- the four operations
 
 
-def read(name, access, request):
-    """One page of the rows the request and the grant select, and their total when it is asked for."""
-    return _transaction(name, access, request.query.columns(), _select, request)
+def read(name, who, request):
+    """One page of the rows the request and the caller's grant select, and their total when it is
+    asked for."""
+    return _run(name, "select", who, request, _select)
 
 
-def insert(name, access, write):
-    _check_not_embedded(write)
-    return _transaction(name, access, write.columns(), _create, write, commit=True)
+def insert(name, who, write):
+    return _run(name, "insert", who, write, _create)
 
 
-def update(name, access, write):
-    _check_not_embedded(write)
-    return _transaction(name, access, write.columns(), _modify, write, commit=True)
+def update(name, who, write):
+    return _run(name, "update", who, write, _modify)
 
 
-def delete(name, access, write):
-    _check_not_embedded(write)
-    return _transaction(name, access, write.columns(), _remove, write, commit=True)
+def delete(name, who, write):
+    return _run(name, "delete", who, write, _remove)
 
 
 def _check_not_embedded(write):
     """A write's filters are the table's own: a filter on an embedded resource would not choose the
     rows written, so it is a 400 rather than a write of more rows than meant."""
-    if _scoped(write.query.filters):
+    if write.query.scoped:
         raise client_error(
             filters.FilterError(
                 "filters on embedded resources are not supported on writes",
@@ -189,30 +145,22 @@ def _check_not_embedded(write):
 
 
 def _select(table, access, request):
-    if request.query.embeds() or request.query.embedded or _scoped(request.query.filters):
-        return _select_embedded(table, access, request)
-    plan, values = tables.read_plan(table, request.query, access.action, request.offset, request.limit)
-    found, total = tables.run_plan(plan, values, rows=request.limit != 0, count=request.count)
+    if not request.query.plain:
+        return transactions.read(_select_embedded, table, access, request)
+    plan, values = reflection.read_plan(table, request.query, access.action, request.offset, request.limit)
+    found, total = reflection.run_plan(plan, values, rows=request.limit != 0, count=request.count)
     found = json_rows(plan.shape, found or ())
     return _page(request.media, plan.items, found, total)
 
 
-def _scoped(nodes):
-    """Whether a filter names an embedded resource."""
-    return any(
-        getattr(node, "path", ()) or (isinstance(node, filters.Condition) and "." in node.column)
-        for node in nodes
-    )
-
-
 def _select_embedded(table, access, request):
-    order = tables.ordering(request.query.order, table)
+    order = reflection.ordering(request.query.order, table)
     level = embeds.plan(table.name, table, request.query, access.who, access.action, order)
     found = []
     if request.limit != 0:
         found = embeds.read(level, request.offset, request.limit)
-    total = tables.count(table, level.where) if request.count else None
-    return Page(_single(request.media, found), level.names(), total)
+    total = reads.count(table, level.where) if request.count else None
+    return Page(single(request.media, found), level.names(), total)
 
 
 def _embedded_reader(table, access, write):
@@ -221,7 +169,7 @@ def _embedded_reader(table, access, write):
     under the select grant, and the names of their keys. None for any other write."""
     if write.prefer.returns != "representation" or not write.query.embeds():
         return None
-    key = [column.key for column in tables.primary_key(table)]
+    key = [column.key for column in reflection.primary_key(table)]
     if not key:
         raise client_error(
             filters.FilterError(f"table '{table.name}' has no primary key: its written rows cannot embed")
@@ -242,29 +190,29 @@ def _create(table, access, write):
     reader = _embedded_reader(table, access, write)
     items = _items(table, write, reader)
     rows = _insert_values(table, write, access)
-    target = write.on_conflict or [c.key for c in tables.primary_key(table)]
+    target = write.on_conflict or [c.key for c in reflection.primary_key(table)]
     if write.prefer.resolution is not None or write.on_conflict is not None:
-        tables.check_conflict_target(table, target)
+        reflection.check_conflict_target(table, target)
     upsert = None
     if write.prefer.resolution is not None:
-        upsert = tables.Upsert(target, write.prefer.resolution == "merge-duplicates", access.merge)
-    keys, stored = tables.insert(table, rows, upsert, want_keys=write.prefer.returns != "minimal")
+        upsert = writes.Upsert(target, write.prefer.resolution == "merge-duplicates", access.merge)
+    keys, stored = writes.insert(table, rows, upsert, want_keys=write.prefer.returns != "minimal")
     if write.prefer.returns != "representation":
-        names = [c.key for c in tables.primary_key(table)]
+        names = [c.key for c in reflection.primary_key(table)]
         return Page([], [], stored, keys=[dict(zip(names, key, strict=True)) for key in keys])
     if reader is not None:
         read, names = reader
-        return Page(_single(write.media, read(keys)), names, stored)
-    if not tables.primary_key(table):
-        return _page(write.media, items, tables.fetch_inserted(table, items, rows, access.read), stored)
-    return _page(write.media, items, tables.fetch(table, items, keys, access.read), stored)
+        return Page(single(write.media, read(keys)), names, stored)
+    if not reflection.primary_key(table):
+        return _page(write.media, items, reads.fetch_inserted(table, items, rows, access.read), stored)
+    return _page(write.media, items, reads.fetch(table, items, keys, access.read), stored)
 
 
 def _insert_values(table, write, access):
     """The body's rows as column values: restricted to ?columns=, converted, the owner filled in."""
     rows = write.rows
     if write.columns_param is not None:
-        tables.require_columns(table, write.columns_param, "columns")
+        reflection.require_columns(table, write.columns_param, "columns")
         keep = write.prefer.missing_default
         rows = [
             {name: row.get(name) for name in write.columns_param if name in row or not keep} for row in rows
@@ -278,15 +226,15 @@ def _insert_values(table, write, access):
             if grant is not None:
                 grant.check_owner(row)
     for row in rows:
-        for column in tables.primary_key(table):
-            if column.key not in row and not tables.generated(table, column):
-                raise database_error(tables.Refusal("not_null", column.key), table)
+        for column in reflection.primary_key(table):
+            if column.key not in row and not reflection.generated(table, column):
+                raise database_error(reflection.Refusal("not_null", column.key), table)
     return rows
 
 
 def _row_values(table, row):
     """A body object's values, converted; a 400 naming an unknown column."""
-    tables.require_columns(table, row, "body")
+    reflection.require_columns(table, row, "body")
     return {key: body_value(table.c[key], value) for key, value in row.items()}
 
 
@@ -296,89 +244,87 @@ def _modify(table, access, write):
     values = _row_values(table, write.rows[0])
     access.action.check_owner(values)
     if write.prefer.returns != "representation":
-        where = tables.condition(write.query.filters, table, access.action)
-        return Page([], [], tables.update(table, values, where)[1])
-    where = tables.condition(write.query.filters, table, access.action, access.read)
+        where = reads.condition(write.query.filters, table, access.action)
+        return Page([], [], writes.update(table, values, where)[1])
+    where = reads.condition(write.query.filters, table, access.action, access.read)
     if reader is not None:
-        found, count = tables.update(table, values, where, read=reader[0])
-        return Page(_single(write.media, found), reader[1], count)
-    return _page(write.media, items, *tables.update(table, values, where, items))
+        found, count = writes.update(table, values, where, read=reader[0])
+        return Page(single(write.media, found), reader[1], count)
+    return _page(write.media, items, *writes.update(table, values, where, items))
 
 
 def _remove(table, access, write):
     reader = _embedded_reader(table, access, write)
     items = _items(table, write, reader)
     if reader is not None:
-        where = tables.condition(write.query.filters, table, access.action, access.read)
-        found, count = tables.delete(table, where, read=reader[0])
-        return Page(_single(write.media, found), reader[1], count)
+        where = reads.condition(write.query.filters, table, access.action, access.read)
+        found, count = writes.delete(table, where, read=reader[0])
+        return Page(single(write.media, found), reader[1], count)
     if write.prefer.returns != "representation":
         return Page(
-            [], [], tables.delete(table, tables.condition(write.query.filters, table, access.action))[1]
+            [], [], writes.delete(table, reads.condition(write.query.filters, table, access.action))[1]
         )
-    where = tables.condition(write.query.filters, table, access.action, access.read)
-    return _page(write.media, items, *tables.delete(table, where, items))
+    where = reads.condition(write.query.filters, table, access.action, access.read)
+    return _page(write.media, items, *writes.delete(table, where, items))
 
 
 def _page(media, items, found, total=None):
     """The rows to answer with; one object asked for means exactly one row, else a 406."""
-    return Page(_single(media, found), [item.alias for item in items], total)
+    return Page(single(media, found), [item.alias for item in items], total)
 
 
-def _single(media, found):
+def single(media, found):
     """`found`, unless one object is asked for and there is not exactly one row: a 406."""
     if media == "object" and len(found) != 1:
-        raise APIError(
-            406,
-            Rest.NOT_ONE_ROW,
-            "JSON object requested, multiple (or no) rows returned",
-            details=f"The result contains {len(found)} rows",
-        )
+        raise not_one_row(len(found))
     return found
 
 
-# --- the transaction, and the errors a client caused
+def not_one_row(count):
+    return APIError(
+        406,
+        Rest.NOT_ONE_ROW,
+        "JSON object requested, multiple (or no) rows returned",
+        details=f"The result contains {count} rows",
+    )
 
 
-def _transaction(name, access, columns, work, request, commit=False):
-    """`work(table, access, request)` on the reflected table in one transaction, committed when
-    `commit`. A schema that changed under the cache (a column or table dropped) is reflected again
-    and the work tried once more, as is a transaction MySQL chose as a deadlock victim; what the
-    database refused because of the client becomes a 4xx without the database's text."""
+# --- one request's work, and the errors a client caused
+
+
+def _run(name, operation, who, request, work):
+    """`work(table, access, request)` for the caller's grant on the reflected table: a write as one
+    transaction (database.transactions retries it after a deadlock or a lock wait), a read as its
+    work decides. A schema that changed under the cache (a column or table dropped) is reflected
+    again and the work tried once more; what the database refused because of the client becomes a
+    4xx without the database's text."""
+    access = permit(name, operation, who, request.prefer)
+    if isinstance(request, Unparsed):
+        raise request.error
+    writing = operation != "select"
+    if writing:
+        _check_not_embedded(request)
     force = False
-    for attempt in range(1, ATTEMPTS + 1):
-        table = tables.reflected(name, columns, force=force)
-        if commit and table.info.get("view"):
-            raise read_only(name, "it is a view")
+    while True:
+        table = reflection.reflected(name, request.columns(), force=force)
+        if writing and table.info.get("view"):
+            raise policies.read_only(name, "it is a view")
+        _check_owner_column(table, access.action.policy)
         try:
-            _check_owner_column(table, access.action.policy)
-            result = work(table, access, request)
-            if commit:
-                db.session.commit()
-            return result
+            return (
+                transactions.write(work, table, access, request) if writing else work(table, access, request)
+            )
         except (filters.FilterError, BadValue) as exc:
-            db.session.rollback()
             raise client_error(exc) from None
         except DBAPIError as exc:
-            db.session.rollback()
-            force = tables.schema_changed(exc) and not force
-            if attempt < ATTEMPTS and (force or tables.deadlock(exc)):
-                log.info("table %s: %s, trying again", name, type(exc.orig).__name__)
+            if not force and reflection.schema_changed(exc):
+                log.info("table %s: %s, reflected again", name, type(exc.orig).__name__)
+                force = True
                 continue
-            written = request.written() if isinstance(request, Write) else set()
-            refusal = tables.refusal(exc, table, written)
+            refusal = reflection.refusal(exc, table, request.written() if writing else set())
             if refusal is None:
                 raise
             raise database_error(refusal, table) from None
-        except BaseException:
-            db.session.rollback()
-            raise
-
-
-def read_only(name, why):
-    return APIError(
-        405, Rest.READ_ONLY, f"table '{name}' is read-only: {why}", headers={"Allow": "GET, HEAD"}
-    )
 
 
 def _check_owner_column(table, policy):
@@ -409,7 +355,7 @@ def client_error(exc):
 
 
 def database_error(refusal, table):
-    """The 4xx for a tables.Refusal, in words of our own (the database's text can carry data)."""
+    """The 4xx for a reflection.Refusal, in words of our own (the database's text can carry data)."""
     named = f' in column "{refusal.column}"' if refusal.column else ""
     status, message = {
         "unique": (409, "duplicate key value violates unique constraint"),

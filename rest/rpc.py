@@ -15,9 +15,10 @@ import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 import filters
+from database import transactions
 from errors import APIError, Rest
 from extensions import db
-from rest import policies, rows, tables
+from rest import reads, reflection, rows
 from values import BadValue, json_value
 
 log = logging.getLogger("minibase")
@@ -71,18 +72,22 @@ def call(function, values, read):
     """Run `function` with `values` in one transaction; a rows.Page (a `rows` function shaped by
     `read`), or for `one` and `scalar` the JSON value to answer with."""
     try:
-        with _transaction(function):
-            if function.returns == "rows" and not function.writes:
-                return _shaped(function, values, read)
-            result = db.session.connection().execute(sa.text(function.sql), values)
-            found = [dict(row._mapping) for row in result] if result.returns_rows else []
-            if function.writes:
-                db.session.commit()
+        if function.writes:
+            found = transactions.write(_execute, function, values)
+        elif function.returns == "rows":
+            return transactions.read(_shaped, function, values, read, read_only=True)
+        else:
+            found = transactions.read(_execute, function, values, read_only=True)
     except DBAPIError as exc:
-        raise _refused(function, exc) from None
+        raise _database_error(function, exc) from None
     except BadValue as exc:
         raise rows.client_error(exc) from None
     return _value(function, found)
+
+
+def _execute(function, values):
+    result = db.session.connection().execute(sa.text(function.sql), values)
+    return [dict(row._mapping) for row in result] if result.returns_rows else []
 
 
 def _value(function, found):
@@ -93,10 +98,7 @@ def _value(function, found):
     if function.returns == "rows":
         return rows.Page(shaped, list(shaped[0]) if shaped else [])
     if len(shaped) > 1:
-        raise APIError(
-            406, Rest.NOT_ONE_ROW, "JSON object requested, multiple rows returned",
-            details=f"The result contains {len(shaped)} rows",
-        )  # fmt: skip
+        raise rows.not_one_row(len(shaped))
     return shaped[0] if shaped else None
 
 
@@ -115,20 +117,15 @@ def _shaped(function, values, read):
     source = statement.columns(**types).subquery("rpc")
     try:
         items = filters.parse_select(read.query.select, source)
-        where = tables.condition(read.query.filters, source)
-        order = tables.ordering(read.query.order, source)
+        where = reads.condition(read.query.filters, source)
+        order = reflection.ordering(read.query.order, source)
         found = []
         if read.limit != 0:
-            found = tables.select_rows(source, items, where, order, read.offset, read.limit)
-        total = tables.count(source, where) if read.count else None
+            found = reads.select_rows(source, items, where, order, read.offset, read.limit)
+        total = reads.count(source, where) if read.count else None
     except filters.FilterError as exc:
         raise rows.client_error(exc) from None
-    if read.media == "object" and len(found) != 1:
-        raise APIError(
-            406, Rest.NOT_ONE_ROW, "JSON object requested, multiple (or no) rows returned",
-            details=f"The result contains {len(found)} rows",
-        )  # fmt: skip
-    return rows.Page(found, [item.alias for item in items], total)
+    return rows.Page(rows.single(read.media, found), [item.alias for item in items], total)
 
 
 def _paged(function, statement, read):
@@ -144,12 +141,9 @@ def _paged(function, statement, read):
         {item.alias: json_value(source.c[item.column], row[names.index(item.column)]) for item in items}
         for row in found[read.offset : read.offset + read.limit]
     ]
-    if read.media == "object" and len(picked) != 1:
-        raise APIError(
-            406, Rest.NOT_ONE_ROW, "JSON object requested, multiple (or no) rows returned",
-            details=f"The result contains {len(picked)} rows",
-        )  # fmt: skip
-    return rows.Page(picked, [item.alias for item in items], len(found) if read.count else None)
+    return rows.Page(
+        rows.single(read.media, picked), [item.alias for item in items], len(found) if read.count else None
+    )
 
 
 def _column_type(value):
@@ -159,35 +153,9 @@ def _column_type(value):
     return sa.Text()
 
 
-class _transaction:
-    """The function's transaction: read-only unless it `writes`; always ended."""
-
-    def __init__(self, function):
-        self.function = function
-        self.sqlite = None
-
-    def __enter__(self):
-        db.session.rollback()  # what the request read before (its caller's session) is done
-        if self.function.writes:
-            return self
-        connection = db.session.connection()
-        if connection.dialect.name == "sqlite":
-            self.sqlite = connection.connection.dbapi_connection
-            self.sqlite.execute("PRAGMA query_only = ON")
-        else:
-            connection.exec_driver_sql("SET TRANSACTION READ ONLY")
-        return self
-
-    def __exit__(self, *exc):
-        if self.sqlite is not None:  # while the connection is still this request's
-            self.sqlite.execute("PRAGMA query_only = OFF")
-        db.session.rollback()
-        return False
-
-
-def _refused(function, exc):
+def _database_error(function, exc):
     """The 4xx or 5xx for what the database refused of a function's statement."""
-    code = getattr(getattr(exc, "orig", None), "args", (None,))[0]
+    code = transactions.error_code(exc)
     text = str(getattr(exc, "orig", "")).lower()
     if code == MYSQL_READ_ONLY or "readonly database" in text or "read-only" in text:
         return APIError(
@@ -204,8 +172,3 @@ def _refused(function, exc):
         return exc  # the database is not answering: the usual 503
     log.error("function %s: its SQL failed: %s", function.name, type(exc.orig).__name__)
     return APIError(500, Rest.MISCONFIGURED, f"Function '{function.name}' is misconfigured on the server")
-
-
-def visible(who):
-    """The functions `who` may execute, for the OpenAPI document."""
-    return [f for name, f in sorted(policies.functions().items()) if policies.may_execute(f, who)]

@@ -8,7 +8,7 @@ import random
 import pytest
 import sqlalchemy as sa
 
-from rest import tables
+from rest import reflection
 from support import assert_rest_error
 
 
@@ -220,7 +220,7 @@ def test_a_table_created_at_runtime_is_found(rest, monkeypatch):
     gone.create(rest.engine)
     rest.execute(gone.insert().values(id=7))
     assert_rest_error(rest.anon.get("/rest/v1/gone"), 404)  # not looked up again within REFRESH_INTERVAL
-    monkeypatch.setattr(tables, "REFRESH_INTERVAL", 0)
+    monkeypatch.setattr(reflection, "REFRESH_INTERVAL", 0)
     assert rest.anon.get("/rest/v1/gone").json == [{"id": 7}]
 
 
@@ -228,7 +228,7 @@ def test_a_column_added_at_runtime_is_found(rest, monkeypatch):
     assert rest.ids(rest.anon.get("/rest/v1/items?limit=1")) == [1]
     rest.execute(sa.text("ALTER TABLE items ADD COLUMN colour VARCHAR(20)"))
     assert_rest_error(rest.anon.get("/rest/v1/items?select=colour"), 400)
-    monkeypatch.setattr(tables, "REFRESH_INTERVAL", 0)
+    monkeypatch.setattr(reflection, "REFRESH_INTERVAL", 0)
     assert rest.anon.patch("/rest/v1/items?id=eq.1", json={"colour": "red"}).status_code == 204
     assert rest.anon.get("/rest/v1/items?select=id,colour&colour=eq.red").json == [{"id": 1, "colour": "red"}]
     assert "colour" in rest.anon.get("/rest/v1/items?limit=1").json[0]
@@ -252,7 +252,7 @@ def test_a_table_dropped_at_runtime_is_a_404(rest):
 def test_metadata_is_reflected_once(rest, monkeypatch):
     rest.anon.get("/rest/v1/items")
     calls = []
-    monkeypatch.setattr(tables, "_reflect", lambda name: calls.append(name))
+    monkeypatch.setattr(reflection, "_reflect", lambda name: calls.append(name))
     for _ in range(3):
         assert rest.anon.get("/rest/v1/items?select=id,name&name=eq.x&order=price").status_code == 200
     assert calls == []

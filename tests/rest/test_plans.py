@@ -6,7 +6,7 @@ import functools
 import sqlalchemy as sa
 
 from extensions import db, state
-from rest import tables
+from rest import reflection
 from support import Api
 
 
@@ -52,13 +52,13 @@ def test_a_table_reflected_again_gets_new_plans(rest, monkeypatch):
     query = "/rest/v1/items?id=eq.1"
     assert "colour" not in rest.anon.get(query).json[0]
     rest.execute(sa.text("ALTER TABLE items ADD COLUMN colour VARCHAR(20)"))
-    monkeypatch.setattr(tables, "REFRESH_INTERVAL", 0)
+    monkeypatch.setattr(reflection, "REFRESH_INTERVAL", 0)
     assert rest.anon.get("/rest/v1/items?select=colour&id=eq.1").json == [{"colour": None}]
     assert rest.anon.get(query).json[0]["colour"] is None  # select=* as the table is now
 
 
 def test_plans_are_bounded(rest, monkeypatch):
-    monkeypatch.setattr(tables, "MAX_PLANS", 3)
+    monkeypatch.setattr(reflection, "MAX_PLANS", 3)
     for column in ("id", "name", "price", "qty", "code", "note"):
         assert rest.anon.get(f"/rest/v1/items?{column}=is.null").status_code == 200
     with rest.app.app_context():

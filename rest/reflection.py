@@ -1,0 +1,368 @@
+"""The database's tables as the table API sees them, the prepared plans of plain reads on them, and
+what the database meant when it refused a statement. Each table is reflected once per app, again
+when a request names what the cache lacks (at most once per REFRESH_INTERVAL), and after MAX_AGE,
+so select=* sees new columns; a table reflected again gets new plans. Which tables are exposed,
+and who may do what, is tables.toml's (rest/policies.py)."""
+
+import logging
+import math
+import re
+import time
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+from sqlalchemy.exc import NoSuchTableError
+
+import filters
+from database import transactions
+from database.transactions import error_code
+from errors import APIError, Rest
+from extensions import db, state
+from rest import policies
+from values import row_shape
+
+log = logging.getLogger("minibase")
+
+REFRESH_INTERVAL = 5.0  # seconds between two reflections of one table
+MAX_AGE = 60.0  # seconds after which a table is reflected again anyway, so select=* sees new columns
+
+
+def schema():
+    """The reflected tables and the read plans (extensions.Schema) of this app."""
+    return state().schema
+
+
+def dialect():
+    return db.engine.dialect.name
+
+
+def reflected(name, columns=(), force=False):
+    """The table `name` as the database has it, from the cache. Reflected again when it lacks one
+    of `columns` or is missing (at most once per REFRESH_INTERVAL), after MAX_AGE, or when forced."""
+    cache = schema()
+    found = cache.tables.get(name)
+    age = time.monotonic() - cache.checked.get(name, -math.inf)
+    if found is not None and not force and age < MAX_AGE and all(column in found.c for column in columns):
+        return found
+    with cache.lock:
+        found = cache.tables.get(name)
+        age = time.monotonic() - cache.checked.get(name, -math.inf)
+        lacking = found is None or not all(column in found.c for column in columns)
+        if force or age >= MAX_AGE or (age >= REFRESH_INTERVAL and lacking):
+            cache.checked[name] = time.monotonic()
+            found = _reflect(name)
+            cache.tables[name] = found
+    if found is None:
+        raise APIError(404, Rest.TABLE_NOT_FOUND, f"Could not find the table '{name}'")
+    return found
+
+
+def reflected_or_none(name, columns=()):
+    """The table `name` as `reflected` finds it, or None when the database lacks it."""
+    try:
+        return reflected(name, columns)
+    except APIError:
+        return None
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A foreign key: `columns` of this table hold the `target_columns` of table `target`. Declared
+    in the database (`name` is its constraint's, when it has one) or in tables.toml's references."""
+
+    name: str | None
+    columns: tuple
+    target: str
+    target_columns: tuple
+
+
+def references(table):
+    """The table's (or an alias's table's) foreign keys through exposed columns, found when it was
+    reflected."""
+    return getattr(table, "element", table).info.get("references", ())
+
+
+def _reflect(name):
+    """The table as the API sees it: only its exposed columns (tables.toml's `columns`), a view's
+    configured primary key, its foreign keys, and whether it is a view (read-only)."""
+    try:
+        table = sa.Table(name, sa.MetaData(), autoload_with=db.engine, resolve_fks=False)
+        unique_sets = _unique_sets(table)
+    except NoSuchTableError:
+        return None
+    policy = policies.policies().get(name)
+    found = [_reference(constraint) for constraint in table.foreign_key_constraints]
+    if policy is not None:
+        found += [Reference(None, (column,), target, (key,)) for column, target, key in policy.references]
+    if policy is not None and (policy.columns or policy.primary_key):
+        table = _exposed(table, policy)
+    table.info["unique_sets"] = [s for s in unique_sets if s <= set(table.c.keys())]
+    table.info["view"] = name in sa.inspect(db.engine).get_view_names()
+    table.info["references"] = tuple(r for r in found if all(c in table.c for c in r.columns))
+    return table
+
+
+def _reference(constraint):
+    targets = [element.target_fullname.rsplit(".", 2)[-2:] for element in constraint.elements]
+    return Reference(
+        constraint.name,
+        tuple(constraint.column_keys),
+        targets[0][0],
+        tuple(column for _, column in targets),
+    )
+
+
+def _exposed(table, policy):
+    """A copy of `table` with only the columns `policy` exposes, `policy.primary_key` as its key."""
+    keep = [column for column in table.c if policy.columns is None or column.key in policy.columns]
+    copies = []
+    for column in keep:
+        copy = column._copy()
+        if policy.primary_key:
+            copy.primary_key = column.key == policy.primary_key
+        copies.append(copy)
+    return sa.Table(table.name, sa.MetaData(), *copies)
+
+
+def _unique_sets(table):
+    """The column sets that identify a row: the primary key, unique constraints and unique indexes
+    without a WHERE clause. On SQLite the indexes behind UNIQUE constraints are asked for too:
+    SQLAlchemy misses a column's own UNIQUE when its type has a length (`name VARCHAR(50) UNIQUE`)."""
+    sets = [frozenset(c.key for c in primary_key(table))]
+    sets += [
+        frozenset(c.key for c in constraint.columns)
+        for constraint in table.constraints
+        if isinstance(constraint, sa.UniqueConstraint)
+    ]
+    if dialect() == "sqlite":
+        found = sa.inspect(db.engine).get_indexes(table.name, include_auto_indexes=True)
+        indexes = [
+            index["column_names"]
+            for index in found
+            if index["unique"] and index["dialect_options"].get("sqlite_where") is None
+        ]
+    else:
+        indexes = [[c.key for c in index.columns] for index in table.indexes if index.unique]
+    sets += [frozenset(names) for names in indexes if names and None not in names]
+    return list({s: None for s in sets if s})
+
+
+def primary_key(table):
+    """The primary key's columns: none for a subquery (a function's result)."""
+    key = table.primary_key
+    return list(getattr(key, "columns", key))
+
+
+def unique_sets(table):
+    """The column sets an upsert may name in on_conflict (that identify a row), found when the table
+    was reflected."""
+    return getattr(table, "element", table).info["unique_sets"]
+
+
+def generated(table, column):
+    """Whether the database fills a primary key column left out of an insert."""
+    return (
+        column is table.autoincrement_column
+        or column.default is not None
+        or column.server_default is not None
+        or column.nullable
+    )
+
+
+def require_columns(table, names, where):
+    """A 400 naming the first of `names` the table lacks."""
+    for name in names:
+        if name not in table.c:
+            raise APIError(
+                400,
+                Rest.UNDEFINED_COLUMN,
+                f'unknown column "{name[:60]}" in {where}',
+                hint=filters.suggest(name, table),
+            )
+
+
+def check_conflict_target(table, columns):
+    """A 400 unless `columns` are the primary key or the columns of one unique constraint or index."""
+    require_columns(table, columns, "on_conflict")
+    if frozenset(columns) not in unique_sets(table):
+        raise APIError(
+            400,
+            Rest.NO_CONFLICT_TARGET,
+            "there is no unique or primary key constraint matching the on_conflict columns",
+            hint="on_conflict must name the primary key or the columns of one unique constraint",
+        )
+
+
+def ordering(order, table):
+    """The order= text's clauses, then the primary key, so that equal rows keep a stable order."""
+    items = filters.parse_order(order, table)
+    named = {item.column for item in items}
+    items += [filters.OrderItem(c.key) for c in primary_key(table) if c.key not in named]
+    return filters.order_clauses(items, table, dialect())
+
+
+# --- the prepared plans of plain reads, kept with the cache of tables
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A read's statements, prepared once for every request of its shape: the page's SELECT and the
+    count under the same WHERE, with the filters' values, the owner's id and the paging as named
+    parameters that each request passes (`read_plan`), and the select items the rows are shaped by.
+    `prepared` holds both statements compiled for the DBAPI (database.transactions.prepare), or None
+    when their SQL depends on the values (an `in` list): those run through SQLAlchemy."""
+
+    rows: object
+    count: object
+    items: list
+    shape: tuple  # values.row_shape of the items
+    prepared: tuple | None = None
+
+
+MAX_PLANS = 256
+
+
+def read_plan(table, query, grant, offset, limit):
+    """The Plan of a read, from the cache, and this request's parameters for it. A plan is keyed by
+    everything that decides its SQL: the table as reflected (so a table reflected again gets new
+    plans), the filters' shape, select, order, whether there is an offset and a limit, and the
+    grant's rule and whether it keeps an owner to their rows; values, the owner's id included,
+    are parameters and never part of the plan. The filters are built once, their expression, values
+    and shape together (filters.build): a value is bound under its own condition's name or not at
+    all."""
+    owner = grant.owner_id is not None
+    where = filters.build(query.filters, table, db.engine.dialect.name, named=True)
+    key = (table, where.shape, query.select, query.order, bool(offset), limit is not None,
+           grant.policy.rules["select"], owner)  # fmt: skip
+    values = dict(where.values)
+    if owner:
+        values["owner"] = grant.owner_id
+    if offset:
+        values["offset"] = offset
+    if limit is not None:
+        values["limit"] = limit
+    cache = state().schema
+    plans = cache.plans
+    found = plans.get(key)
+    with cache.lock:
+        if found is None:
+            found = plans[key] = _plan(table, query, grant, offset, limit, where.clause)
+            while len(plans) > MAX_PLANS:
+                plans.popitem(last=False)
+        elif key in plans:
+            plans.move_to_end(key)
+    return found, values
+
+
+def _plan(table, query, grant, offset, limit, where):
+    items = filters.parse_select(query.select, table)
+    if grant.owner_id:
+        owner = grant.condition(table, named=True)
+        where = owner if where is None else sa.and_(where, owner)
+    columns = [table.c[item.column].label(f"c{index}") for index, item in enumerate(items)]
+    rows = sa.select(*columns)
+    count = sa.select(sa.func.count()).select_from(table)
+    if where is not None:
+        rows, count = rows.where(where), count.where(where)
+    rows = rows.order_by(*ordering(query.order, table))
+    if offset:
+        rows = rows.offset(sa.bindparam("offset", type_=sa.Integer, required=True))
+    if limit is not None:
+        rows = rows.limit(sa.bindparam("limit", type_=sa.Integer, required=True))
+    compiled = [transactions.prepare(statement, db.engine, named=False) for statement in (rows, count)]
+    return Plan(rows, count, items, row_shape(table, items), tuple(compiled) if all(compiled) else None)
+
+
+def run_plan(plan, values, rows=True, count=False):
+    """A plan's page of rows (None when not asked) and its count (None when not asked), in one
+    transaction."""
+    if plan.prepared is None:
+        connection = db.session.connection()
+        found = connection.execute(plan.rows, values).all() if rows else None
+        return found, connection.execute(plan.count, values).scalar() if count else None
+    asked = [statement for statement, wanted in zip(plan.prepared, (rows, count), strict=True) if wanted]
+    results = iter(transactions.prepared(values, *asked))
+    found = next(results) if rows else None
+    return found, next(results)[0][0] if count else None
+
+
+# --- what the database said when it refused a statement
+
+
+def schema_changed(exc):
+    """Whether a statement failed because a table or column it names is gone."""
+    if dialect() == "sqlite":
+        text = str(exc.orig)
+        return text.startswith(("no such column", "no such table")) or "has no column named" in text
+    return error_code(exc) in (1054, 1146)
+
+
+MYSQL_COLUMN = re.compile(r"(?:[Cc]olumn|[Ff]ield) [`']?(?:[^`'.]+[`']?\.[`']?)*([^`'.]+)[`']?")
+SQLITE_COLUMN = re.compile(r"constraint failed: [^.,\s]+\.([^,\s]+)")
+SQLITE_KINDS = {
+    "UNIQUE constraint failed": "unique",
+    "PRIMARY KEY must be unique": "unique",
+    "FOREIGN KEY constraint failed": "foreign_key",
+    "NOT NULL constraint failed": "not_null",
+    "CHECK constraint failed": "check",
+    "datatype mismatch": "invalid",
+}
+MYSQL_KINDS = {
+    1062: "unique",
+    1451: "referenced",
+    1217: "referenced",
+    1452: "foreign_key",
+    1216: "foreign_key",
+    1048: "not_null",
+    1364: "not_null",
+    3819: "check",
+    4025: "check",
+    1406: "too_long",
+    1264: "out_of_range",
+    1366: "invalid",
+    1292: "invalid",
+    1265: "invalid",
+}
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A constraint or value the database refused: `kind` is unique, foreign_key, referenced,
+    constraint, not_null, check, too_long, out_of_range or invalid; `column` when it is known."""
+
+    kind: str
+    column: str | None = None
+
+
+def refusal(exc, table, written=()):
+    """What the client did wrong, read from a database error; None when it is not the client's.
+    `written` names the columns the request sets, which tells SQLite's foreign key errors apart."""
+    if dialect() == "sqlite":
+        text = str(exc.orig)
+        found = SQLITE_COLUMN.search(text)
+        kind = next((v for k, v in SQLITE_KINDS.items() if text.startswith(k)), None)
+        if kind == "foreign_key":
+            kind = _sqlite_foreign_key(exc, table, written)
+    else:
+        found = MYSQL_COLUMN.search(str(getattr(exc.orig, "args", ("", ""))[-1]))
+        kind = MYSQL_KINDS.get(error_code(exc))
+    if kind is None:
+        if isinstance(exc, sa.exc.IntegrityError):
+            kind = "constraint"
+        elif isinstance(exc, sa.exc.DataError):
+            kind = "invalid"
+        else:
+            return None
+    return Refusal(kind, found.group(1) if found and found.group(1) in table.c else None)
+
+
+def _sqlite_foreign_key(exc, table, written):
+    """SQLite says "FOREIGN KEY constraint failed" both for a row that points nowhere and for a row
+    others still point to. A DELETE can only be the second; an INSERT only the first; an UPDATE is
+    the first when it sets one of the table's own foreign key columns, else the second."""
+    verb = (exc.statement or "").lstrip()[:6].upper()
+    if verb == "DELETE":
+        return "referenced"
+    if verb == "UPDATE" and not {key.parent.key for key in table.foreign_keys} & set(written):
+        return "referenced"
+    return "foreign_key"

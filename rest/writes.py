@@ -1,0 +1,152 @@
+"""The SQL the table API writes with: inserts, upserts, updates and deletes, without RETURNING
+(written rows are read back by key, rest/reads.py), each inside the caller's transaction."""
+
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+
+import filters
+from extensions import db
+from rest import policies
+from rest.reads import also, chunks, fetch, filtered, plain_rows, select_rows
+from rest.reflection import dialect, primary_key
+from values import json_rows, json_value, row_shape
+
+
+@dataclass(frozen=True)
+class Upsert:
+    columns: list  # the on_conflict columns
+    merge: bool  # merge-duplicates, else ignore-duplicates
+    guard: object = None  # the update Grant an existing row must pass to be merged
+
+
+SKIPPED = object()  # an upsert's row left alone (ignore-duplicates)
+
+
+def insert(table, rows, upsert=None, want_keys=False):
+    """Insert the rows (converted values) in one transaction. Returns the primary keys of the rows
+    stored (inserted or merged) in order, when `want_keys`, and how many rows were stored."""
+    same_keys = len({frozenset(row) for row in rows}) == 1
+    if not want_keys and upsert is None and same_keys and len(rows) > 1 and rows[0]:
+        db.session.execute(sa.insert(table), rows)
+        return [], len(rows)
+    keys = []
+    stored = 0
+    if upsert is not None:
+        lock_for_writing(table)
+    for row in rows:
+        key = _upsert_row(table, row, upsert) if upsert is not None else _insert_row(table, row)
+        if key is SKIPPED:
+            continue
+        stored += 1
+        if key is not None:
+            keys.append(key)
+    return keys, stored
+
+
+def _insert_row(table, row):
+    result = db.session.execute(sa.insert(table).values(row) if row else sa.insert(table), {})
+    return tuple(result.inserted_primary_key or ()) or None
+
+
+def lock_for_writing(table):
+    """SQLite: take the write lock before the reads that decide the writes, as BEGIN IMMEDIATE does,
+    so that a concurrent writer waits instead of slipping in between (MySQL locks with FOR UPDATE)."""
+    if dialect() == "sqlite":
+        column = next(iter(table.c))
+        db.session.execute(sa.update(table).where(sa.false()).values({column.key: column}))
+
+
+def _upsert_row(table, row, upsert):
+    if any(row.get(column) is None for column in upsert.columns):
+        return _insert_row(table, row)
+    match = sa.and_(*(table.c[column] == row[column] for column in upsert.columns))
+    existing = _conflicting(table, match, upsert.guard)
+    if existing is None:
+        try:
+            return _insert_savepoint(table, row)
+        except sa.exc.IntegrityError:
+            existing = _conflicting(table, match, upsert.guard)  # a concurrent insert came first
+            if existing is None:
+                raise
+    if not upsert.merge:
+        return SKIPPED
+    if not existing.allowed:
+        raise policies.denied("permission denied: the conflicting row belongs to another user")
+    changes = {key: value for key, value in row.items() if key not in upsert.columns}
+    if changes:
+        db.session.execute(sa.update(table).where(match).values(changes))
+    key = tuple(existing)[:-1]
+    return tuple(changes.get(c.key, old) for c, old in zip(primary_key(table), key, strict=True)) or None
+
+
+def _conflicting(table, match, guard):
+    """The primary key of the row an upsert meets, locked, and whether `guard` lets it be merged."""
+    allowed = guard.condition(table) if guard is not None else None
+    flag = sa.true() if allowed is None else sa.case((allowed, True), else_=False)
+    statement = sa.select(*primary_key(table), flag.label("allowed")).where(match).with_for_update()
+    return db.session.execute(statement).first()
+
+
+def _insert_savepoint(table, row):
+    # MySQL: FOR UPDATE finds no row to lock, so two upserts of one new key can race to insert.
+    if dialect() != "mysql":
+        return _insert_row(table, row)
+    with db.session.begin_nested():
+        return _insert_row(table, row)
+
+
+def locked_keys(table, where):
+    columns = primary_key(table)
+    statement = filtered(sa.select(*columns), where).order_by(*columns).with_for_update()
+    return [tuple(row) for row in db.session.execute(statement)]
+
+
+def update(table, values, where, items=None, read=None):
+    """UPDATE the rows `where` selects. Returns, with `items`, the changed rows as they are now
+    (else []), and how many rows the filters matched. `read`, a function of primary keys that
+    returns rows, reads them back instead of `items` (a table with a primary key only)."""
+    statement = sa.update(table).values(values)
+    if items is None and read is None:
+        return [], db.session.execute(filtered(statement, where)).rowcount
+    columns = primary_key(table)
+    if not columns:
+        lock_for_writing(table)
+        before = select_rows(table, filters.parse_select(None, table), where, lock=True)
+        db.session.execute(filtered(statement, where))
+        changed = [{**row, **{k: json_value(table.c[k], v) for k, v in values.items()}} for row in before]
+        return [{item.alias: row[item.column] for item in items} for row in changed], len(before)
+    lock_for_writing(table)
+    keys = locked_keys(table, where)
+    for chunk in chunks(columns, keys):
+        db.session.execute(statement.where(sa.and_(chunk, *also(where))))
+    moved = [tuple(values.get(c.key, old) for c, old in zip(columns, key, strict=True)) for key in keys]
+    return (read(moved) if read is not None else fetch(table, items, moved)), len(keys)
+
+
+def delete(table, where, items=None, read=None):
+    """DELETE the rows `where` selects. Returns, with `items`, the deleted rows as they were (else
+    []), and how many rows were deleted. `read`, a function of primary keys that returns rows,
+    reads them before they go instead of `items` (a table with a primary key only)."""
+    key_columns = primary_key(table)
+    if items is None and read is None:
+        return [], db.session.execute(filtered(sa.delete(table), where)).rowcount
+    lock_for_writing(table)
+    if read is not None:
+        keys = locked_keys(table, where)
+        before = read(keys)
+        _delete_keys(table, where, keys)
+        return before, len(keys)
+    if not key_columns:
+        before = select_rows(table, items, where, lock=True)
+        db.session.execute(filtered(sa.delete(table), where))
+        return before, len(before)
+    columns = [*(table.c[item.column] for item in items), *key_columns]
+    before = plain_rows(table, columns, where, order=key_columns, lock=True)
+    _delete_keys(table, where, [row[len(items) :] for row in before])
+    return json_rows(row_shape(table, items), before), len(before)
+
+
+def _delete_keys(table, where, keys):
+    for chunk in chunks(primary_key(table), keys):
+        db.session.execute(sa.delete(table).where(sa.and_(chunk, *also(where))))
