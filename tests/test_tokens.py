@@ -2,6 +2,7 @@
 
 import base64
 import json
+from datetime import UTC, datetime
 
 import jwt
 import pytest
@@ -78,9 +79,19 @@ def test_user_access_token_is_not_an_api_key(api, app):
     assert response.status_code == 401
 
 
-def test_keys_are_stable_and_carry_their_role():
+def test_keys_are_stable_and_carry_their_role(monkeypatch):
+    """A key minted again later the same year is the same key (`make keys` prints what `make run`
+    printed); one minted the next year is another key, and both are valid."""
     anon = tokens.api_key("anon", SECRET)
-    assert anon == tokens.api_key("anon", SECRET)
+    now = tokens.now()
+    year_end = int(datetime(datetime.fromtimestamp(now, UTC).year, 12, 31, 23, 59, tzinfo=UTC).timestamp())
+    monkeypatch.setattr(tokens, "now", lambda: year_end)
+    assert tokens.api_key("anon", SECRET) == anon
+    monkeypatch.setattr(tokens, "now", lambda: year_end + 120)
+    next_year = tokens.api_key("anon", SECRET)
+    assert next_year != anon
+    assert tokens.api_key_role(next_year, SECRET) == tokens.api_key_role(anon, SECRET) == "anon"
+    monkeypatch.undo()
     claims = jwt.decode(anon, SECRET, algorithms=["HS256"], issuer="minibase")
     assert claims["role"] == "anon" and claims["exp"] - claims["iat"] >= 10 * 365 * 24 * 3600
     assert tokens.api_key_role(tokens.api_key("service_role", SECRET), SECRET) == "service_role"
