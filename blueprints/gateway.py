@@ -35,14 +35,21 @@ request_log = logging.getLogger("minibase.requests")
 
 
 def init_app(app):
-    app.before_request(start_clock)
-    app.before_request(answer_preflight)
-    app.before_request(require_api_key)
-    # after_request hooks run last registered first: the log line sees the final response.
-    app.after_request(log_request)
-    app.after_request(secure_headers)
-    app.after_request(end_transaction)
-    app.after_request(echo_api_version)
+    app.before_request(before)
+    app.after_request(after)
+
+
+def before():
+    """Every request, before its view: the clock starts, a preflight is answered, the key checked."""
+    g.started = time.perf_counter()
+    return answer_preflight() or require_api_key()
+
+
+def after(response):
+    """Every response, on its way out: the transaction ended (a 503 if the connection died there),
+    the version echoed, the headers set, then the log line of the final response."""
+    response = end_transaction(response)
+    return log_request(secure_headers(echo_api_version(response)))
 
 
 # --- who is calling
@@ -143,10 +150,6 @@ def echo_api_version(response):
     if version and request.path.startswith("/auth/"):
         response.headers[responses.API_VERSION_HEADER] = version
     return response
-
-
-def start_clock():
-    g.started = time.perf_counter()
 
 
 def secure_headers(response):
