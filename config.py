@@ -1,4 +1,4 @@
-"""Configuration: the environment variables (and `.env`) README.md and docs/configuration.md list,
+"""Configuration: the environment variables (and `.env`) README.md's Configuration section lists,
 parsed and checked once at start."""
 
 import logging
@@ -85,7 +85,7 @@ VARIABLES = {
     "THREADS": ("8", lambda n, v: _integer(n, v, 1)),
     "DB_TIMEOUT": ("10", _seconds),
     "STATEMENT_TIMEOUT": ("10", _seconds),
-    # E-mail: confirmation, recovery, magic links, one-time codes (docs/email.md).
+    # E-mail: confirmation, recovery, magic links, one-time codes (README: Password reset and e-mail).
     "MAILER_AUTOCONFIRM": ("true", _boolean),
     "SMTP_HOST": (None, _text),
     "SMTP_PORT": ("587", lambda n, v: _integer(n, v, 1)),
