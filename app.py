@@ -15,7 +15,7 @@ from blueprints import gateway, responses
 from database import connections, transactions
 from extensions import Minibase, cors, db, limiter, migrate
 from models import users_table
-from rest import policies
+from rest import policies, reflection
 from runtime import cli
 
 MIGRATIONS = config.ROOT / "migrations"
@@ -76,7 +76,8 @@ def create_app(test_config=None):
     connections.init_app(app)
     mail.warn_if_not_configured(app)
     with app.app_context():
-        if app.config["AUTO_MIGRATE"] and not prepare_database():
+        needed = app.config["AUTO_MIGRATE"] or any(p.row_policies for p in policies.policies().values())
+        if needed and not prepare_database():
             # Start all the same, and answer 503 until the database answers and is migrated: a host
             # that imports wsgi.py, or a database that starts after the service, needs no restart.
             app.extensions["minibase"].database_ready = False
@@ -85,11 +86,14 @@ def create_app(test_config=None):
 
 
 def prepare_database():
-    """Apply the migrations and reflect the users table; False, said in one log line naming the
+    """Apply the migrations and reflect the users table (AUTO_MIGRATE), and have the database compile
+    every row policy (a ConfigError when one does not); False, said in one log line naming the
     database (never its password), when the database does not answer."""
     try:
-        upgrade_database()
-        users_table()
+        if current_app.config["AUTO_MIGRATE"]:
+            upgrade_database()
+            users_table()
+        reflection.check_row_policies()
     except OperationalError as exc:
         url = make_url(current_app.config["DATABASE_URL"])
         where = url.database if url.get_backend_name() == "sqlite" else f"{url.host}:{url.port or 3306}"
@@ -111,7 +115,10 @@ def wait_for_database():
     with cache.preparing:
         if not cache.database_ready and time.monotonic() - cache.prepared_at >= RETRY_SECONDS:
             cache.prepared_at = time.monotonic()
-            cache.database_ready = prepare_database()
+            try:
+                cache.database_ready = prepare_database()
+            except config.ConfigError as exc:  # a row policy the database refuses: say so, stay 503
+                log.error("%s", exc)
             if cache.database_ready:
                 log.info("the database answers: migrated, serving")
     if cache.database_ready:

@@ -1,11 +1,13 @@
-"""tables.toml: which tables /rest/v1 exposes and who may do what on each, and the named SQL
-functions /rest/v1/rpc runs. The one place a rule is decided: the table API asks `authorize` for a
-Grant, and a Grant's condition keeps an owner to their rows. (tables.py, despite its name, does not
-read tables.toml: it reflects the database.)"""
+"""tables.toml: which tables /rest/v1 exposes and who may do what on each, the row policies that
+say which rows, and the named SQL functions /rest/v1/rpc runs. The one place a rule is decided: the
+table API asks `authorize` for a Grant, and a Grant's condition keeps a caller to the rows its
+owner rule and its row policy admit (rest/reflection.py reflects the database)."""
 
 import difflib
+import json
+import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -17,7 +19,13 @@ from models import SERVICE_TABLES
 
 OPERATIONS = ("select", "insert", "update", "delete")
 RULES = ("anon", "authenticated", "owner", "service_role")
-TABLE_KEYS = frozenset({*OPERATIONS, "owner_column", "columns", "primary_key", "references"})
+TABLE_KEYS = frozenset({*OPERATIONS, "owner_column", "columns", "primary_key", "references", "policies"})
+POLICY_KEYS = ("select", "insert", "update", "update_check", "delete")
+# The parameters a row policy may use, and the bound parameter each becomes (rls_…, so that none
+# meets a filter's p0, p1, … or a plan's owner, limit and offset).
+PARAMETER = re.compile(r"(?<![:\w]):([A-Za-z_][\w.]*)")
+POLICY_PARAMETERS = ("uid", "role", "email", "aal")
+APP_METADATA = re.compile(r"app_metadata\.([A-Za-z_]\w*)")
 FUNCTION_KEYS = frozenset({"sql", "execute", "returns", "writes"})
 RETURNS = ("rows", "one", "scalar")
 # Any table of the service, present or future, carries this prefix (models.SERVICE_TABLES).
@@ -33,25 +41,85 @@ class Policy:
     primary_key: str | None = None  # for a view: its default order
     read_only: bool = False  # the users table: it changes through /auth/v1 only
     references: tuple = ()  # (column, table, column): foreign keys the database does not declare
+    row_policies: dict = field(default_factory=dict)  # operation -> RowPolicy ([tables.NAME.policies])
+
+
+@dataclass(frozen=True)
+class RowPolicy:
+    """A [tables.NAME.policies] entry: a boolean SQL expression over the table's columns, its
+    :uid, :role, :email, :aal and :app_metadata.KEY turned into bound parameters named rls_…"""
+
+    table: str
+    operation: str
+    sql: str  # with :rls_… parameters
+    params: tuple  # the rls_… names it binds
+
+    def clause(self, table, values=None):
+        """The expression over `table` (a Table, or an alias of one in an embed), with `values` bound,
+        or, without them, parameters that each execution must pass (a prepared plan's)."""
+        binds = [
+            sa.bindparam(name, required=True) if values is None else sa.bindparam(name, values.get(name))
+            for name in self.params
+        ]
+        expression = sa.text(f"({self.sql})").bindparams(*binds)
+        base = getattr(table, "element", None)
+        key = list(base.primary_key.columns) if isinstance(base, sa.Table) else []
+        if not key:
+            return expression
+        # An alias: the policy names the table itself (projects.team_id), so it chooses the keys.
+        chosen = sa.select(*key).where(expression)
+        if len(key) == 1:
+            return table.c[key[0].key].in_(chosen)
+        return sa.tuple_(*(table.c[column.key] for column in key)).in_(chosen)
+
+
+def policy_values(who):
+    """The row policies' parameters for a caller: its id, role, email, assurance level and
+    app_metadata (set by an administrator), NULL where it has none."""
+    user = getattr(who, "user", None)
+    metadata = (getattr(user, "app_metadata", None) or {}) if user is not None else {}
+    values = {
+        "rls_uid": who.user_id,
+        "rls_role": who.role,
+        "rls_email": getattr(user, "email", None),
+        "rls_aal": "aal1" if who.user_id is not None else None,
+    }
+    for key, value in metadata.items():
+        values[f"rls_app_metadata__{key}"] = json.dumps(value) if isinstance(value, dict | list) else value
+    return values
 
 
 @dataclass(frozen=True)
 class Grant:
-    """Permission for one operation; `owner_id` set means only the rows that user owns."""
+    """Permission for one operation; `owner_id` set means only the rows that user owns; `using`,
+    the row policy that chooses the rows it touches; `check`, the one rows it writes must pass;
+    `values`, the policies' parameters for this caller."""
 
     policy: Policy
     owner_id: int | None = None
+    using: RowPolicy | None = None
+    check: RowPolicy | None = None
+    values: dict = field(default_factory=dict)
 
     def condition(self, table, named=False):
-        """The WHERE condition that keeps an owner to their rows, or None. `named`: the owner's id
-        is the parameter "owner", with no value of its own, for a plan that any owner's request
-        runs with their own id."""
-        if self.owner_id is None:
-            return None
-        column = table.c[self.policy.owner_column]
-        if named:
-            return column == sa.bindparam("owner", type_=column.type, required=True)
-        return column == self.owner_id
+        """The WHERE condition that keeps a caller to the rows it may touch, or None. `named`: the
+        owner's id and the policy's parameters have no value of their own, for a plan that every
+        caller's request runs with its own (`plan_values`)."""
+        parts = []
+        if self.owner_id is not None:
+            column = table.c[self.policy.owner_column]
+            owner = sa.bindparam("owner", type_=column.type, required=True) if named else self.owner_id
+            parts.append(column == owner)
+        if self.using is not None:
+            parts.append(self.using.clause(table, None if named else self.values))
+        return None if not parts else parts[0] if len(parts) == 1 else sa.and_(*parts)
+
+    def plan_values(self):
+        """The values of condition(named=True)'s parameters."""
+        values = dict(self.values) if self.using is not None else {}
+        if self.owner_id is not None:
+            values["owner"] = self.owner_id
+        return values
 
     def owns(self, value):
         """Whether an owner_column value names the granted owner (always true without an owner rule)."""
@@ -181,9 +249,54 @@ def _policy(name, entry, forbidden, users, source):
     if owner_column is None and "owner" in rules.values():
         raise ConfigError(f"{where}: a rule is 'owner', so owner_column must name the owner's column")
     references = _references(where, entry.get("references", {}))
+    row_policies = _row_policies(where, name, entry.get("policies", {}))
+    if read_only and row_policies:
+        raise ConfigError(f"{where}: the users table takes no row policies")
     return Policy(
-        name, rules, owner_column, tuple(columns) if columns else None, primary_key, read_only, references
+        name,
+        rules,
+        owner_column,
+        tuple(columns) if columns else None,
+        primary_key,
+        read_only,
+        references,
+        row_policies,
     )
+
+
+def _row_policies(where, name, entry):
+    """[tables.NAME.policies]: operation -> RowPolicy. Whether the SQL compiles is the database's to
+    say, at start (reflection.check_row_policies); here, that its parameters are ones we bind."""
+    if not isinstance(entry, dict):
+        raise ConfigError(f"{where}: policies must be a table of SQL expressions")
+    found = {}
+    for operation, sql in entry.items():
+        if operation not in POLICY_KEYS:
+            raise ConfigError(
+                f"{where}.policies: unknown key {operation!r}; expected {', '.join(POLICY_KEYS)}"
+            )
+        if not isinstance(sql, str) or not sql.strip():
+            raise ConfigError(f"{where}.policies: {operation} must be an SQL expression")
+        params = []
+
+        def bound(match, operation=operation, params=params):
+            parameter = match.group(1)
+            metadata = APP_METADATA.fullmatch(parameter)
+            if parameter in POLICY_PARAMETERS:
+                name = f"rls_{parameter}"
+            elif metadata is not None:
+                name = f"rls_app_metadata__{metadata.group(1)}"
+            else:
+                raise ConfigError(
+                    f"{where}.policies: {operation} uses :{parameter}; a policy may use :uid, :role, "
+                    ":email, :aal and :app_metadata.KEY"
+                )
+            params.append(name)
+            return f":{name}"
+
+        text = PARAMETER.sub(bound, sql)
+        found[operation] = RowPolicy(name, operation, text, tuple(dict.fromkeys(params)))
+    return found
 
 
 def _references(where, entry):
@@ -277,15 +390,28 @@ def read_only(name, why):
 
 
 def authorize(policy, operation, who):
-    """The Grant for `who` to do `operation` on the table; 401 (anon) or 403 (signed in) when refused."""
+    """The Grant for `who` to do `operation` on the table, with the row policy that applies (the
+    service_role key passes them all); 401 (anon) or 403 (signed in) when the rule refuses."""
     rule = policy.rules[operation]
-    if who.role == "service_role" or rule == "anon":
+    if who.role == "service_role":
         return Grant(policy)
-    if who.role == "authenticated" and rule == "authenticated":
-        return Grant(policy)
-    if who.role == "authenticated" and rule == "owner":
-        return Grant(policy, owner_id=who.user_id)
+    if rule == "anon" or (who.role == "authenticated" and rule in ("authenticated", "owner")):
+        owner = who.user_id if rule == "owner" else None
+        rows = policy.row_policies
+        using = rows.get(operation) if operation != "insert" else None
+        check = rows.get("insert") if operation == "insert" else None
+        if operation == "update":
+            check = rows.get("update_check", using)
+        values = policy_values(who) if using is not None or check is not None else {}
+        return Grant(policy, owner, using, check, values)
     raise _rule_refused(who, rule, f"table '{policy.table}'")
+
+
+def violation(table):
+    """A row written that its row policy does not admit: PostgreSQL's words for it."""
+    return APIError(
+        403, Rest.INSUFFICIENT_PRIVILEGE, f'new row violates row-level security policy for table "{table}"'
+    )
 
 
 def _rule_refused(who, rule, what):

@@ -57,6 +57,17 @@ def count(table, where):
     return execute(filtered(sa.select(sa.func.count()).select_from(table), where)).scalar()
 
 
+def admitted(table, policy, values, keys):
+    """Whether every row whose primary key is in `keys` passes `policy` (a policies.RowPolicy) with
+    `values`: the check of rows just written, in the writing transaction."""
+    failing = sa.case((policy.clause(table, values), 1), else_=0) == 0
+    for chunk in chunks(primary_key(table), keys):
+        statement = sa.select(sa.func.count()).select_from(table).where(chunk, failing)
+        if db.session.execute(statement).scalar():
+            return False
+    return True
+
+
 def chunks(columns, keys):
     """`columns` IN each run of at most KEY_CHUNK of `keys`: one condition per statement to run."""
     for start in range(0, len(keys), KEY_CHUNK):

@@ -14,6 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import NoSuchTableError
 
 import filters
+from config import ConfigError
 from database import transactions
 from database.transactions import error_code
 from errors import APIError, Rest
@@ -147,6 +148,38 @@ def _unique_sets(table):
     return list({s: None for s in sets if s})
 
 
+def check_row_policies():
+    """Each row policy of tables.toml, compiled and run by the database on its table (LIMIT 0, its
+    parameters NULL): a ConfigError naming the table and the operation when one does not compile (a
+    typo, an unknown column), or when a policy checks the writes of a table without a primary key
+    (the rows written are checked by key)."""
+    for name, policy in policies.policies().items():
+        if not policy.row_policies:
+            continue
+        table = reflected_or_none(name)
+        where = f"tables.toml: [tables.{name}.policies]"
+        if table is None:
+            raise ConfigError(f"{where}: the database has no table {name!r}")
+        for operation, row_policy in policy.row_policies.items():
+            if operation in ("insert", "update", "update_check") and not primary_key(table):
+                raise ConfigError(f"{where}: {operation} needs the table to have a primary key")
+            statement = sa.select(sa.literal(1)).select_from(table).where(row_policy.clause(table, {}))
+            try:
+                with db.engine.connect() as connection:
+                    connection.execute(statement.limit(0)).all()
+            except sa.exc.OperationalError as exc:
+                if exc.connection_invalidated:
+                    raise  # the database is down, not the policy wrong
+                raise ConfigError(f"{where}: {operation} does not compile: {_first_line(exc)}") from None
+            except sa.exc.DBAPIError as exc:
+                raise ConfigError(f"{where}: {operation} does not compile: {_first_line(exc)}") from None
+
+
+def _first_line(exc):
+    """The database's own words for a policy it refused: the operator's SQL, for the operator."""
+    return str(exc.orig).splitlines()[0][:300]
+
+
 def primary_key(table):
     """The primary key's columns: none for a subquery (a function's result)."""
     key = table.primary_key
@@ -226,17 +259,15 @@ def read_plan(table, query, grant, offset, limit):
     """The Plan of a read, from the cache, and this request's parameters for it. A plan is keyed by
     everything that decides its SQL: the table as reflected (so a table reflected again gets new
     plans), the filters' shape, select, order, whether there is an offset and a limit, and the
-    grant's rule and whether it keeps an owner to their rows; values, the owner's id included,
-    are parameters and never part of the plan. The filters are built once, their expression, values
-    and shape together (filters.build): a value is bound under its own condition's name or not at
-    all."""
-    owner = grant.owner_id is not None
+    grant's rule, whether it keeps an owner to their rows and whether its row policy applies (the
+    policy's SQL is the table's, from tables.toml); values, the owner's id and the policy's
+    parameters included, are parameters and never part of the plan. The filters are built once,
+    their expression, values and shape together (filters.build): a value is bound under its own
+    condition's name or not at all."""
     where = filters.build(query.filters, table, db.engine.dialect.name, named=True)
     key = (table, where.shape, query.select, query.order, bool(offset), limit is not None,
-           grant.policy.rules["select"], owner)  # fmt: skip
-    values = dict(where.values)
-    if owner:
-        values["owner"] = grant.owner_id
+           grant.policy.rules["select"], grant.owner_id is not None, grant.using is not None)  # fmt: skip
+    values = {**where.values, **grant.plan_values()}
     if offset:
         values["offset"] = offset
     if limit is not None:
@@ -256,9 +287,9 @@ def read_plan(table, query, grant, offset, limit):
 
 def _plan(table, query, grant, offset, limit, where):
     items = filters.parse_select(query.select, table)
-    if grant.owner_id:
-        owner = grant.condition(table, named=True)
-        where = owner if where is None else sa.and_(where, owner)
+    allowed = grant.condition(table, named=True)
+    if allowed is not None:
+        where = allowed if where is None else sa.and_(where, allowed)
     columns = [table.c[item.column].label(f"c{index}") for index, item in enumerate(items)]
     rows = sa.select(*columns)
     count = sa.select(sa.func.count()).select_from(table)

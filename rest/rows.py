@@ -196,7 +196,10 @@ def _create(table, access, write):
     upsert = None
     if write.prefer.resolution is not None:
         upsert = writes.Upsert(target, write.prefer.resolution == "merge-duplicates", access.merge)
-    keys, stored = writes.insert(table, rows, upsert, want_keys=write.prefer.returns != "minimal")
+    checked = _has_check(access.action, access.merge)
+    keys, stored = writes.insert(table, rows, upsert, want_keys=write.prefer.returns != "minimal" or checked)
+    if checked:
+        _check_written(table, keys, access.action, access.merge)
     if write.prefer.returns != "representation":
         names = [c.key for c in reflection.primary_key(table)]
         return Page([], [], stored, keys=[dict(zip(names, key, strict=True)) for key in keys])
@@ -243,6 +246,8 @@ def _modify(table, access, write):
     items = _items(table, write, reader)
     values = _row_values(table, write.rows[0])
     access.action.check_owner(values)
+    if _has_check(access.action):
+        return _modify_checked(table, access, write, values, reader, items)
     if write.prefer.returns != "representation":
         where = reads.condition(write.query.filters, table, access.action)
         return Page([], [], writes.update(table, values, where)[1])
@@ -251,6 +256,39 @@ def _modify(table, access, write):
         found, count = writes.update(table, values, where, read=reader[0])
         return Page(single(write.media, found), reader[1], count)
     return _page(write.media, items, *writes.update(table, values, where, items))
+
+
+def _modify_checked(table, access, write, values, reader, items):
+    """An update under a check policy: the rows are changed by key (the table has a primary key,
+    checked at start), then checked before they are read back."""
+    representation = write.prefer.returns == "representation"
+    grants = (access.action, access.read) if representation else (access.action,)
+    where = reads.condition(write.query.filters, table, *grants)
+
+    def checked_then_read(keys):
+        _check_written(table, keys, access.action)
+        if reader is not None:
+            return reader[0](keys)
+        return reads.fetch(table, items, keys) if representation else []
+
+    found, count = writes.update(table, values, where, read=checked_then_read)
+    if reader is not None:
+        return Page(single(write.media, found), reader[1], count)
+    return _page(write.media, items, found, count) if representation else Page([], [], count)
+
+
+def _has_check(*grants):
+    return any(grant is not None and grant.check is not None for grant in grants)
+
+
+def _check_written(table, keys, *grants):
+    """A 403 (42501) when a row just written fails a grant's check policy: the request's unit of
+    work is rolled back, so nothing of it is kept. Under an upsert, every row written is held to
+    the insert check and, when it may merge, the update check."""
+    for grant in grants:
+        if grant is not None and grant.check is not None:
+            if not reads.admitted(table, grant.check, grant.values, keys):
+                raise policies.violation(table.name)
 
 
 def _remove(table, access, write):

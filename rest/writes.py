@@ -72,6 +72,8 @@ def _upsert_row(table, row, upsert):
     if not upsert.merge:
         return SKIPPED
     if not existing.allowed:
+        if upsert.guard.using is not None:  # a row the caller may not touch, perhaps not even see
+            raise policies.violation(table.name)
         raise policies.denied("permission denied: the conflicting row belongs to another user")
     changes = {key: value for key, value in row.items() if key not in upsert.columns}
     if changes:

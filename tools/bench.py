@@ -34,10 +34,12 @@ from auth import tokens  # noqa: E402
 from tools.servers import (  # noqa: E402
     LOGS,
     PASSWORD,
+    POLICIES_TOML,
     SECRET,
     TABLES_TOML,
     rss_mb,
     seed,
+    seed_policies,
     sign_up,
     start_ceiling,
     start_datasette,
@@ -252,6 +254,7 @@ def main():
         stop(minibase)
         stop(peer)
         report("SQLite: one indexed filter, 1,000 rows vs a million", bench_scale(workdir, results, key))
+        report("SQLite: row policies", bench_policies(workdir, results, key))
         bench_mariadb(workdir, results, key, top)
     finally:
         for process in processes:
@@ -278,6 +281,43 @@ def bench_scale(workdir, results, key):
                 print(f"  plan: {line}")
     cost = rates[1000] / rates[BIG_ROWS]
     return [(f"cost at {BIG_ROWS} rows / cost at 1000", f"{cost:.2f}x", "<= 1.5x", cost <= 1.5)]
+
+
+POLICY = "GET 50 posts, the policy author_id = :uid"
+EXPLICIT = "GET 50 posts, the filter author_id=eq.1"
+MEMBERSHIP = "GET 50 projects, a membership policy (EXISTS)"
+
+
+def bench_policies(workdir, results, key):
+    """A read a row policy filters against the same read with the filter written out: the policy
+    is in the SQL and the prepared plan, so it costs what the filter costs."""
+    path = workdir / "policies.db"
+    print(f"\nseeding {ROWS} posts and projects ...", flush=True)
+    seed_policies(f"sqlite:///{path}", ROWS)
+    policies = workdir / "policies"
+    policies.mkdir()
+    minibase, base = start_minibase(policies, f"sqlite:///{path}", POLICIES_TOML)
+    try:
+        headers = {"apikey": key, "Authorization": f"Bearer {sign_up(base, key)}"}  # user 1
+        query = "?select=id,title&order=id&limit=50"
+        results.wrk(POLICY, base + "/rest/v1/posts" + query, headers, server="policies")
+        results.wrk(
+            EXPLICIT, base + "/rest/v1/posts_open" + query + "&author_id=eq.1", headers, server="policies"
+        )
+        results.wrk(
+            MEMBERSHIP,
+            base + "/rest/v1/projects?select=id,name&order=id&limit=50",
+            headers,
+            server="policies",
+        )
+    finally:
+        stop(minibase)
+    cost = results.rates[EXPLICIT] / results.rates[POLICY]
+    membership = results.rates[EXPLICIT] / results.rates[MEMBERSHIP]
+    return [
+        ("policy read's cost / the explicit filter's", f"{cost:.2f}", "<= 1.2", cost <= 1.2),
+        ("membership policy's cost / the explicit filter's", f"{membership:.2f}", "(reported)", None),
+    ]
 
 
 def bench_mariadb(workdir, results, key, top):

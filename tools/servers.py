@@ -89,6 +89,63 @@ def seed(url, rows):
     engine.dispose()
 
 
+def seed_policies(url, rows):
+    """posts (author_id indexed) and projects (team_id indexed) with `rows` rows each, posts_open
+    with the same rows and no policy, and memberships: user 1 is in teams 1 to 5 of 100."""
+    engine = sa.create_engine(url)
+    metadata = sa.MetaData()
+    tables = [
+        sa.Table(
+            name,
+            metadata,
+            sa.Column("id", sa.Integer, primary_key=True),
+            sa.Column("author_id", sa.Integer, index=True),
+            sa.Column("title", sa.String(64)),
+        )
+        for name in ("posts", "posts_open")
+    ]
+    projects = sa.Table(
+        "projects",
+        metadata,
+        sa.Column("id", sa.Integer, primary_key=True),
+        sa.Column("team_id", sa.Integer, index=True),
+        sa.Column("name", sa.String(64)),
+    )
+    members = sa.Table(
+        "members",
+        metadata,
+        sa.Column("team_id", sa.Integer, primary_key=True),
+        sa.Column("user_id", sa.Integer, primary_key=True),
+    )
+    metadata.drop_all(engine)
+    metadata.create_all(engine)
+    with engine.begin() as connection:
+        for table in tables:
+            connection.execute(
+                sa.insert(table),
+                [{"id": n, "author_id": n % 100 + 1, "title": f"post {n}"} for n in range(1, rows + 1)],
+            )
+        connection.execute(
+            sa.insert(projects),
+            [{"id": n, "team_id": n % 100 + 1, "name": f"project {n}"} for n in range(1, rows + 1)],
+        )
+        connection.execute(sa.insert(members), [{"team_id": team, "user_id": 1} for team in range(1, 6)])
+    engine.dispose()
+
+
+POLICIES_TOML = """
+[tables.posts]
+select = "authenticated"
+[tables.posts.policies]
+select = "author_id = :uid"
+[tables.posts_open]
+select = "authenticated"
+[tables.projects]
+select = "authenticated"
+[tables.projects.policies]
+select = "EXISTS (SELECT 1 FROM members m WHERE m.team_id = projects.team_id AND m.user_id = :uid)"
+"""
+
 TABLES_TOML = """
 [tables.items]
 select = "anon"
@@ -128,8 +185,8 @@ def wait_until_up(process, url, name):
     raise SystemExit(f"{name} did not start")
 
 
-def start_minibase(workdir, url):
-    (workdir / "tables.toml").write_text(TABLES_TOML)
+def start_minibase(workdir, url, tables=TABLES_TOML):
+    (workdir / "tables.toml").write_text(tables)
     port = free_port()
     env = {
         **os.environ,
