@@ -78,6 +78,7 @@ VARIABLES = {
     "RATE_LIMIT_STORAGE_URI": ("memory://", _text),
     "TRUSTED_PROXIES": ("0", _integer),
     "MAX_ROWS": ("1000", lambda n, v: _integer(n, v, 1)),
+    "REST_ERROR_CODES": ("status", lambda n, v: _choice(n, v, ("status", "postgrest"))),
     "CORS_ORIGINS": ("*", _text),
     "AUTO_MIGRATE": ("true", _boolean),
     "HOST": ("127.0.0.1", _text),

@@ -35,6 +35,12 @@ def api_version():
     return request.headers.get(API_VERSION_HEADER) or None
 
 
+def string_codes():
+    """Whether the table API's error `code` is PostgREST's string: for the official SDKs, and for
+    every client when REST_ERROR_CODES=postgrest (postgrest-js alone names itself nowhere)."""
+    return current_app.config["REST_ERROR_CODES"] == "postgrest" or official_sdk()
+
+
 def official_sdk():
     """Whether a table API request comes from an official SDK, which wants PostgREST's string codes."""
     if "Accept-Profile" in request.headers or "Content-Profile" in request.headers:
@@ -64,7 +70,7 @@ def render(error):
     else:
         body = {
             "message": error.message,
-            "code": error.error_code if official_sdk() else error.status,
+            "code": error.error_code if string_codes() else error.status,
             "hint": error.hint,
             "details": error.details,
         }

@@ -34,21 +34,24 @@ COMPACT = (",", ":")
 
 @bp.get("/")
 def describe():
+    require_public_schema()
     return openapi.document(identity())
 
 
 @bp.route("/rpc/<name>", methods=["GET", "POST"])
 def call_function(name):
     """A function of tables.toml: arguments from the JSON body (POST) or the query string (GET)."""
+    require_public_schema()
     function = policies.lookup_function(name)
     who = identity()
     policies.authorize_function(function, who)
-    if request.method == "GET":
+    if request.method in ("GET", "HEAD"):
         if function.writes:
             raise APIError(
                 405, Rest.METHOD_NOT_ALLOWED, f"function {name} changes data: call it with POST",
                 headers={"Allow": "POST"},
             )  # fmt: skip
+        check_query_arguments(function)
         given = {key: value for key, value in request.args.items() if key in function.params}
         values = rpc.arguments(function, given, who, strict=False)
     else:
@@ -58,9 +61,32 @@ def call_function(name):
         values = rpc.arguments(function, body, who, strict=True)
     read = parse_read(exclude=function.params) if function.returns == "rows" else None
     result = rpc.call(function, values, read)
+    if result is rpc.NO_RESULT:
+        return Response(status=204)
     if isinstance(result, rows.Page):
         return page_response(read, result)
     return Response(json.dumps(result, separators=COMPACT), mimetype=JSON)
+
+
+def check_query_arguments(function):
+    """A 400 naming a query parameter that is neither an argument of the function, a reserved name
+    (select, order, limit, …) nor, for a function of rows, a filter on them: a typo in an argument's
+    name must not be ignored."""
+    for key, value in request.args.items(multi=True):
+        if key in function.params or key in filters.RESERVED or key.partition(".")[0] in filters.RESERVED:
+            continue
+        if function.returns == "rows":
+            try:
+                filters.parse_filters([(key, value)])
+                continue
+            except filters.FilterError:
+                pass
+        raise APIError(
+            400,
+            Rest.FUNCTION_NOT_FOUND,
+            f'function {function.name} takes no argument "{key[:100]}"',
+            hint="its arguments: " + (", ".join(p for p in function.params if p != "uid") or "none"),
+        )
 
 
 @bp.get("/<name>")
@@ -93,10 +119,24 @@ def changed_status(prefer):
 
 # --- parsing the request
 
+SCHEMAS = ("public",)  # the one schema minibase serves: the SDKs name it in Accept-/Content-Profile
+
+
+def require_public_schema():
+    """A 406 (PGRST106) when Accept-Profile (reads) or Content-Profile (writes) names a schema
+    minibase does not serve, rather than the request silently reading the default one."""
+    header = "Accept-Profile" if request.method in ("GET", "HEAD") else "Content-Profile"
+    schema = request.headers.get(header)
+    if schema is not None and schema.strip() not in SCHEMAS:
+        raise APIError(
+            406, Rest.UNKNOWN_SCHEMA, f"The schema must be one of the following: {', '.join(SCHEMAS)}"
+        )
+
 
 def parsed(parse, **options):
     """The request as `parse` reads it, or, when it does not parse, a rows.Unparsed that the service
     refuses after its access check."""
+    require_public_schema()
     try:
         return parse(**options)
     except APIError as error:
@@ -132,6 +172,10 @@ def parsed_preferences(headers):
     resolution = resolution if resolution in ("merge-duplicates", "ignore-duplicates") else None
     missing = found.get("missing") if found.get("missing") in ("default", "null") else None
     counted = "exact" if count else None  # every count is exact
+    # max-affected binds only with handling=strict, as in PostgREST; lenient ignores it.
+    strict = found.get("handling") == "strict"
+    most = found.get("max-affected", "")
+    max_affected = int(most) if strict and NUMBER.fullmatch(most) else None
     applied = [
         f"{key}={value}"
         for key, value in (
@@ -139,11 +183,18 @@ def parsed_preferences(headers):
             ("count", counted),
             ("resolution", resolution),
             ("missing", missing),
+            ("handling", "strict" if strict else None),
+            ("max-affected", most if max_affected is not None else None),
         )
         if value
     ]
     return rows.Prefer(
-        returns or "minimal", count is not None, resolution, missing == "default", tuple(applied)
+        returns or "minimal",
+        count is not None,
+        resolution,
+        missing == "default",
+        tuple(applied),
+        max_affected,
     )
 
 

@@ -255,6 +255,16 @@ def plan(name, table, query, who, grant, order):
 # --- relationships
 
 
+def _detail(parent_name, table, relationship):
+    """One relationship that fits, as PostgREST's PGRST201 lists it."""
+    name = relationship.label.partition("!")[2] or relationship.label
+    return {
+        "cardinality": relationship.kind,
+        "embedding": f"{parent_name} with {table}",
+        "relationship": name,
+    }
+
+
 def _relationship(parent_name, parent, item, target):
     """The one relationship `item` names between the parent table and item.table: a 400 when there
     is none (or the table does not exist for the API), a 300 when several fit and no hint picks one."""
@@ -277,7 +287,7 @@ def _relationship(parent_name, parent, item, target):
             f"Could not embed because more than one relationship was found for '{parent_name}' and "
             f"'{item.table}'",
             hint=f"Try changing '{item.table}' to one of the following: {choices}",
-            details="; ".join(f"{r.label}: {r.kind}" for r in found),
+            details=[_detail(parent_name, item.table, r) for r in found],
         )
     return found[0]
 

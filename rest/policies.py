@@ -26,7 +26,7 @@ POLICY_KEYS = ("select", "insert", "update", "update_check", "delete")
 PARAMETER = re.compile(r"(?<![:\w]):([A-Za-z_][\w.]*)")
 POLICY_PARAMETERS = ("uid", "role", "email", "aal")
 APP_METADATA = re.compile(r"app_metadata\.([A-Za-z_]\w*)")
-FUNCTION_KEYS = frozenset({"sql", "execute", "returns", "writes"})
+FUNCTION_KEYS = frozenset({"sql", "execute", "returns", "writes", "defaults"})
 RETURNS = ("rows", "one", "scalar")
 # Any table of the service, present or future, carries this prefix (models.SERVICE_TABLES).
 SERVICE_PREFIX = "minibase_"
@@ -143,6 +143,7 @@ class Function:
     returns: str = "rows"
     writes: bool = False
     params: tuple = ()
+    defaults: dict = field(default_factory=dict)  # values of arguments a call may leave out
 
 
 def init_app(app):
@@ -206,7 +207,10 @@ def _function(name, entry, source):
     if not isinstance(writes, bool):
         raise ConfigError(f"{where}: writes must be true or false")
     params = tuple(sa.text(sql).compile().params)  # the :names SQLAlchemy will bind
-    return Function(name, sql.strip().rstrip(";"), rule, returns, writes, params)
+    defaults = entry.get("defaults", {})
+    if not isinstance(defaults, dict) or not set(defaults) <= set(params) - {"uid"}:
+        raise ConfigError(f"{where}: defaults must be a table of values for the :names of its sql")
+    return Function(name, sql.strip().rstrip(";"), rule, returns, writes, params, defaults)
 
 
 def _policy(name, entry, forbidden, users, source):

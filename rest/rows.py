@@ -31,6 +31,7 @@ class Prefer:
     resolution: str | None = None
     missing_default: bool = False
     applied: tuple = ()
+    max_affected: int | None = None  # handling=strict: a PATCH or DELETE may change at most this many
 
 
 @dataclass(frozen=True)
@@ -122,11 +123,31 @@ def insert(name, who, write):
 
 
 def update(name, who, write):
-    return _run(name, "update", who, write, _modify)
+    return _run(name, "update", who, write, _at_most(_modify))
 
 
 def delete(name, who, write):
-    return _run(name, "delete", who, write, _remove)
+    return _run(name, "delete", who, write, _at_most(_remove))
+
+
+def _at_most(work):
+    """`work` refused, inside its transaction so that nothing changes, when it touched more rows
+    than Prefer: max-affected allows (with handling=strict)."""
+
+    def bounded(table, access, write):
+        page = work(table, access, write)
+        most = write.prefer.max_affected
+        if most is not None and page.total is not None and page.total > most:
+            raise APIError(
+                400,
+                Rest.MAX_AFFECTED,
+                "Query result exceeds max-affected preference constraint",
+                details=f"The query affects {page.total} rows",
+            )
+        return page
+
+    bounded.__name__ = work.__name__
+    return bounded
 
 
 def _check_not_embedded(write):

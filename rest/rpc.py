@@ -9,6 +9,7 @@ taken from the first row so that filter values compare as they would on a table.
 
 import datetime
 import decimal
+import json
 import logging
 
 import sqlalchemy as sa
@@ -24,6 +25,7 @@ from values import BadValue, json_value
 log = logging.getLogger("minibase")
 
 UID = "uid"
+NO_RESULT = object()  # a statement that returns no rows: the call answers 204
 # Python types of a first row's values, and the column types that make filters compare alike.
 TYPES = (
     (bool, sa.Boolean),
@@ -39,19 +41,16 @@ MYSQL_READ_ONLY = 1792  # "Cannot execute statement in a READ ONLY transaction"
 
 
 def arguments(function, given, who, strict):
-    """The bound values: each :name from `given` (`uid` from the caller). A missing argument is a
-    400 naming it; with `strict` (a POST body), so is one the function does not take."""
+    """The bound values: each :name from `given` (`uid` from the caller), or its default. A JSON
+    object or array is bound as JSON text (the database's JSON functions read it). A missing
+    argument is a 400 naming it; with `strict`, so is one the function does not take."""
     values = {}
     for name in function.params:
         if name == UID:
             values[name] = who.user_id
-        elif name in given:
-            value = given[name]
-            if isinstance(value, dict | list):
-                raise APIError(
-                    400, Rest.BAD_BODY, f'argument "{name}" must be a string, number, boolean or null'
-                )
-            values[name] = value
+        elif name in given or name in function.defaults:
+            value = given[name] if name in given else function.defaults[name]
+            values[name] = json.dumps(value) if isinstance(value, dict | list) else value
         else:
             raise APIError(
                 400, Rest.FUNCTION_NOT_FOUND, f'function {function.name} needs the argument "{name}"'
@@ -70,7 +69,8 @@ def arguments(function, given, who, strict):
 
 def call(function, values, read):
     """Run `function` with `values` in one transaction; a rows.Page (a `rows` function shaped by
-    `read`), or for `one` and `scalar` the JSON value to answer with."""
+    `read`), for `one` and `scalar` the JSON value to answer with, or NO_RESULT when its statement
+    returns no rows at all (an INSERT, an UPDATE: a 204)."""
     try:
         if function.writes:
             found = transactions.write(_execute, function, values)
@@ -87,10 +87,12 @@ def call(function, values, read):
 
 def _execute(function, values):
     result = db.session.connection().execute(sa.text(function.sql), values)
-    return [dict(row._mapping) for row in result] if result.returns_rows else []
+    return [dict(row._mapping) for row in result] if result.returns_rows else NO_RESULT
 
 
 def _value(function, found):
+    if found is NO_RESULT:
+        return NO_RESULT
     plain = sa.column("value")
     if function.returns == "scalar":
         return json_value(plain, next(iter(found[0].values()))) if found and found[0] else None

@@ -90,3 +90,22 @@ def test_another_users_owner_column_is_a_permission_error(rest):
         "/rest/v1/notes", json={"body": "x", "user_id": 999}, token=session["access_token"], headers=headers
     )
     assert response.status_code == 403 and response.json["code"] == "42501"
+
+
+@pytest.mark.parametrize(
+    "method, header", [("get", "Accept-Profile"), ("post", "Content-Profile"), ("delete", "Content-Profile")]
+)
+def test_a_schema_minibase_does_not_serve_is_a_406_not_the_default_one(rest, method, header):
+    """postgrest-js's .schema('private') must not read public silently."""
+    response = getattr(rest.anon, method)("/rest/v1/items?id=eq.1", headers={header: "private"}, json={})
+    body = response.get_json()
+    assert response.status_code == 406 and body["code"] == "PGRST106"  # the header marks an SDK
+    assert body["message"] == "The schema must be one of the following: public"
+    assert rest.anon.get("/rest/v1/items?id=eq.1", headers={"Accept-Profile": "public"}).status_code == 200
+
+
+def test_rest_error_codes_postgrest_gives_every_client_postgrest_s_strings(make_rest):
+    plain = make_rest(REST_ERROR_CODES="postgrest").anon.get("/rest/v1/items?nope=eq.1")
+    assert plain.status_code == 400 and plain.get_json()["code"] == "42703"
+    seed = make_rest().anon.get("/rest/v1/items?nope=eq.1")
+    assert seed.get_json()["code"] == 400  # the seed's integer code stays the default

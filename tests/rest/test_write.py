@@ -510,3 +510,18 @@ def test_writes_without_count_answer_no_content_range(rest, method):
     response = getattr(rest.anon, method)(path, json={"name": "x"})
     assert response.status_code in (201, 204) and "Content-Range" not in response.headers
     assert "Preference-Applied" not in response.headers
+
+
+@pytest.mark.parametrize("method", ["patch", "delete"])
+def test_max_affected_with_strict_handling_refuses_a_write_that_would_touch_more(rest, method):
+    strict = {"Prefer": "handling=strict, max-affected=2", "X-Client-Info": "postgrest-js"}
+    before = rest.rows("items")
+    send = getattr(rest.service, method)
+    refused = send("/rest/v1/items?id=lte.3", headers=strict, json={"qty": 7})
+    assert refused.status_code == 400 and refused.json["code"] == "PGRST124"
+    assert refused.json["details"] == "The query affects 3 rows"
+    assert rest.rows("items") == before  # nothing changed
+    lenient = send("/rest/v1/items?id=lte.3", headers={"Prefer": "max-affected=2"}, json={"qty": 7})
+    assert lenient.status_code == 204  # without handling=strict it binds nothing, as in PostgREST
+    allowed = send("/rest/v1/items?id=eq.4", headers=strict, json={"qty": 7})
+    assert allowed.status_code == 204
