@@ -91,6 +91,8 @@ def _reflect(name):
         unique_sets = _unique_sets(table)
     except NoSuchTableError:
         return None
+    for column in _json_text_columns(table):
+        column.type = sa.JSON()  # read and written as JSON, as on MySQL and SQLite
     policy = policies.policies().get(name)
     found = [_reference(constraint) for constraint in table.foreign_key_constraints]
     if policy is not None:
@@ -101,6 +103,28 @@ def _reflect(name):
     table.info["view"] = name in sa.inspect(db.engine).get_view_names()
     table.info["references"] = tuple(r for r in found if all(c in table.c for c in r.columns))
     return table
+
+
+MARIADB_JSON = re.compile(r"json_valid\(`?(\w+)`?\)", re.IGNORECASE)
+
+
+def _json_text_columns(table):
+    """MariaDB's JSON columns: LONGTEXT that a CHECK (json_valid(col)) keeps valid, which is what
+    MariaDB makes of `col JSON`. They reflect as text (the check is the column's own, which the
+    dialect does not reflect), and would answer a JSON document as a string."""
+    if dialect() != "mysql" or not any(isinstance(column.type, sa.String) for column in table.c):
+        return []
+    query = sa.text(
+        "SELECT CHECK_CLAUSE FROM information_schema.CHECK_CONSTRAINTS "
+        "WHERE CONSTRAINT_SCHEMA = DATABASE() AND TABLE_NAME = :name"
+    )
+    try:
+        with db.engine.connect() as connection:
+            clauses = connection.execute(query, {"name": table.name}).scalars().all()
+    except sa.exc.ProgrammingError:  # a MySQL without the view: its JSON columns reflect as JSON
+        return []
+    named = {found.group(1) for clause in clauses if (found := MARIADB_JSON.fullmatch(clause.strip()))}
+    return [column for column in table.c if column.key in named and isinstance(column.type, sa.String)]
 
 
 def _reference(constraint):
