@@ -62,6 +62,14 @@ def _integer(name, raw, minimum=0):
     return value
 
 
+def _keys(name, raw):
+    """Comma-separated keys, each as long as a JWT secret must be."""
+    keys = [part.strip() for part in raw.split(",") if part.strip()]
+    if not keys or any(len(key) < MIN_SECRET_LENGTH for key in keys):
+        raise ConfigError(f"{name} must be keys of at least {MIN_SECRET_LENGTH} characters, comma-separated")
+    return ",".join(keys)
+
+
 # name: (default, parser); a default of None means "derived below when unset".
 VARIABLES = {
     "DATABASE_URL": ("sqlite:///instance/minibase.db", _text),
@@ -100,6 +108,8 @@ VARIABLES = {
     "OTP_EXPIRY": ("3600", lambda n, v: _integer(n, v, 60)),
     "EMAIL_RATE_LIMIT": ("60", _integer),
     "EMAIL_TEMPLATES": (None, _text),
+    # Multi-factor authentication (docs/auth.md): what TOTP secrets are sealed with; JWT_SECRET when unset.
+    "MFA_ENCRYPTION_KEY": (None, _keys),
 }
 
 

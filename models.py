@@ -34,6 +34,8 @@ SERVICE_TABLES = (
     "minibase_failed_sign_ins",
     "minibase_one_time_tokens",
     "minibase_email_sends",
+    "minibase_mfa_factors",
+    "minibase_mfa_challenges",
     "minibase_alembic_version",
 )
 USER_COLUMNS = (
@@ -57,6 +59,11 @@ class Session(db.Model):
     user_id: Mapped[int] = mapped_column(Integer, index=True)
     created_at = mapped_column(DateTime, nullable=False)
     refreshed_at = mapped_column(DateTime, nullable=False)
+    # The assurance level and how the user proved who they are (GoTrue's amr entries), kept with the
+    # session so that a refresh keeps them. NULL: aal1 by a password at created_at.
+    aal: Mapped[str | None] = mapped_column(String(8))
+    amr: Mapped[list | None] = mapped_column(JSON)
+    factor_id: Mapped[str | None] = mapped_column(String(36))  # the factor that raised it to aal2
 
 
 class RefreshToken(db.Model):
@@ -110,6 +117,38 @@ class OneTimeToken(db.Model):
     created_at = mapped_column(DateTime, nullable=False)
     expires_at = mapped_column(DateTime, nullable=False)
     wrong_guesses: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+
+
+class Factor(db.Model):
+    """A second factor (TOTP) of a user. `secret` is sealed (auth/encryption.py), never plain."""
+
+    __tablename__ = "minibase_mfa_factors"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    user_id: Mapped[int] = mapped_column(Integer, index=True)
+    friendly_name: Mapped[str] = mapped_column(String(255), default="")
+    factor_type: Mapped[str] = mapped_column(String(20))
+    status: Mapped[str] = mapped_column(String(20))  # unverified | verified
+    secret: Mapped[str] = mapped_column(String(255))
+    last_step: Mapped[int | None] = mapped_column(BigInteger)  # the last accepted code's time step
+    created_at = mapped_column(DateTime, nullable=False)
+    updated_at = mapped_column(DateTime, nullable=False)
+    last_challenged_at = mapped_column(DateTime)
+
+
+class Challenge(db.Model):
+    """A challenge of a factor: verified once, within its expiry, by at most MAX_ATTEMPTS codes."""
+
+    __tablename__ = "minibase_mfa_challenges"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    factor_id: Mapped[str] = mapped_column(
+        String(36), ForeignKey("minibase_mfa_factors.id", ondelete="CASCADE"), index=True
+    )
+    ip_address: Mapped[str] = mapped_column(String(64))
+    created_at = mapped_column(DateTime, nullable=False)
+    verified_at = mapped_column(DateTime)
+    attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
 
 class EmailSend(db.Model):

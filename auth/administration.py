@@ -6,7 +6,7 @@ from sqlalchemy.exc import IntegrityError
 
 from auth import sessions, tokens
 from auth.accounts import change_user, create_user, locked_profile_value, merged, set_active
-from auth.users import load_user, user_object, user_query
+from auth.users import factors_of, load_user, user_object, user_query
 from database.transactions import transactional
 from errors import APIError, Auth, user_not_found
 from extensions import db
@@ -27,7 +27,8 @@ def admin_list_users(page, per_page):
     rows = db.session.execute(
         user_query().order_by(users.c.user_id.desc()).limit(per_page).offset((page - 1) * per_page)
     ).all()
-    return [user_object(row) for row in rows], total
+    factors = factors_of([row.user_id for row in rows])
+    return [user_object(row, factors.get(row.user_id, [])) for row in rows], total
 
 
 @transactional

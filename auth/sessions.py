@@ -3,8 +3,9 @@ refresh tokens, a grace interval for racing retries, theft), and ending them."""
 
 import secrets
 import uuid
+from datetime import UTC
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, or_, select, update
 
 from auth import tokens
 from auth.users import is_banned, load_user, user_object
@@ -22,6 +23,8 @@ from extensions import db
 from models import Profile, RefreshToken, Session, upsert
 
 LOGOUT_SCOPES = ("global", "local", "others")
+AAL1, AAL2 = "aal1", "aal2"
+TOTP_METHOD = "totp"  # GoTrue's amr method for a TOTP factor
 
 
 # --- starting and shaping
@@ -71,8 +74,8 @@ def session_object(row, session, refresh):
         "phone": "",
         "session_id": session.id,
         "is_anonymous": False,
-        "aal": "aal1",
-        "amr": [{"method": "password", "timestamp": int(session.created_at.timestamp())}],
+        "aal": session.aal or AAL1,
+        "amr": methods(session),
         "user_metadata": user["user_metadata"],
         "app_metadata": user["app_metadata"],
     }
@@ -93,6 +96,55 @@ def session_object(row, session, refresh):
         "refresh_token": refresh_token,
         "user": user,
     }
+
+
+def methods(session):
+    """The session's amr entries, the most recent first: how the user proved who they are, and when."""
+    if session.amr:
+        return session.amr
+    return [{"method": "password", "timestamp": int(session.created_at.replace(tzinfo=UTC).timestamp())}]
+
+
+# --- the assurance level (a second factor, auth/mfa.py)
+
+
+def step_up(session, factor_id):
+    """`session` raised to aal2 by `factor_id` just now: its other refresh tokens are revoked and the
+    session object, with a new one, answered. The user's aal1 sessions end, as GoTrue does."""
+    now = tokens.now()
+    others = [entry for entry in methods(session) if entry["method"] != TOTP_METHOD]
+    session.amr = [{"method": TOTP_METHOD, "timestamp": now}, *others]
+    session.aal, session.factor_id = AAL2, factor_id
+    end(
+        Session.user_id == session.user_id,
+        Session.id != session.id,
+        or_(Session.aal.is_(None), Session.aal == AAL1),
+    )
+    latest = db.session.execute(
+        select(RefreshToken.token)
+        .where(RefreshToken.session_id == session.id, RefreshToken.revoked.is_(False))
+        .order_by(RefreshToken.id.desc())
+        .limit(1)
+    ).scalar_one_or_none()
+    db.session.execute(
+        update(RefreshToken)
+        .where(RefreshToken.session_id == session.id, RefreshToken.revoked.is_(False))
+        .values(revoked=True, updated_at=tokens.utcnow())
+    )
+    return session_object(load_user(session.user_id), session, _new_refresh_token(session.id, latest))
+
+
+def step_down(factor_id):
+    """The sessions that factor_id raised to aal2 fall back to aal1: the factor is gone."""
+    raised = db.session.execute(select(Session).where(Session.factor_id == factor_id)).scalars()
+    for session in raised:
+        session.aal, session.factor_id = AAL1, None
+        session.amr = [entry for entry in methods(session) if entry["method"] != TOTP_METHOD]
+
+
+def level(session_id):
+    """The assurance level of a session: aal1 or aal2."""
+    return db.session.execute(select(Session.aal).where(Session.id == session_id)).scalar() or AAL1
 
 
 # --- refreshing

@@ -5,7 +5,7 @@ from sqlalchemy import select
 
 from auth import tokens
 from extensions import db
-from models import METADATA_COLUMNS, Profile, users_table
+from models import METADATA_COLUMNS, Factor, Profile, users_table
 
 
 def user_columns():
@@ -56,8 +56,34 @@ def timestamp(value):
     return value.strftime("%Y-%m-%dT%H:%M:%SZ") if value is not None else None
 
 
-def user_object(row):
-    """GoTrue's user object for a row of user_query; `id` is the integer user_id."""
+def factor_object(factor):
+    """GoTrue's factor object: never the secret."""
+    return {
+        "id": factor.id,
+        "friendly_name": factor.friendly_name,
+        "factor_type": factor.factor_type,
+        "status": factor.status,
+        "created_at": timestamp(factor.created_at),
+        "updated_at": timestamp(factor.updated_at),
+        "last_challenged_at": timestamp(factor.last_challenged_at),
+    }
+
+
+def factors_of(user_ids):
+    """{user_id: [factor objects, oldest first]} of the given users (who have any)."""
+    found = {}
+    if user_ids:
+        query = select(Factor).where(Factor.user_id.in_(user_ids)).order_by(Factor.created_at, Factor.id)
+        for factor in db.session.execute(query).scalars():
+            found.setdefault(factor.user_id, []).append(factor_object(factor))
+    return found
+
+
+def user_object(row, factors=None):
+    """GoTrue's user object for a row of user_query; `id` is the integer user_id. `factors`: the
+    user's factor objects, read here when not given (a list of users reads them all at once)."""
+    if factors is None:
+        factors = factors_of([row.user_id]).get(row.user_id, [])
     # The profile columns a user has filled in: GoTrue invents no null fields into user_metadata.
     profile = {name: getattr(row, name) for name in METADATA_COLUMNS}
     metadata = {**(row.extra or {}), **{name: value for name, value in profile.items() if value is not None}}
@@ -84,4 +110,5 @@ def user_object(row):
         "banned_until": timestamp(row.banned_until) if is_banned(row.banned_until) else None,
         "is_anonymous": False,
         **({"invited_at": timestamp(row.invited_at)} if row.invited_at else {}),
+        **({"factors": factors} if factors else {}),  # GoTrue leaves it out when there are none
     }

@@ -3,7 +3,7 @@
 from flask import Blueprint, request
 from werkzeug.routing import BaseConverter
 
-from auth import administration, emails
+from auth import administration, emails, mfa
 from blueprints.gateway import require_service_role
 from blueprints.responses import string_id_for_sdks
 from blueprints.schemas import AdminCreateSchema, AdminUserSchema, GenerateLinkSchema, PageSchema, load
@@ -89,3 +89,13 @@ def generate_link():
         body["type"], body["email"], body.get("password"), body.get("data"), redirect, body.get("new_email")
     )
     return string_id_for_sdks(found)
+
+
+@bp.get("/users/<user_id:user_id>/factors")
+def list_factors(user_id):
+    return mfa.admin_list_factors(user_id)
+
+
+@bp.delete("/users/<user_id:user_id>/factors/<factor_id>")
+def delete_factor(user_id, factor_id):
+    return mfa.admin_delete_factor(user_id, factor_id)

@@ -2,10 +2,11 @@
 
 from flask import Blueprint, current_app, redirect, request
 
-from auth import accounts, emails, sessions
+from auth import accounts, emails, mfa, sessions
 from blueprints.gateway import require_service_role, requires_user
 from blueprints.responses import session_for_sdks, string_id_for_sdks
 from blueprints.schemas import (
+    EnrollFactorSchema,
     InviteSchema,
     OtpSchema,
     PasswordGrantSchema,
@@ -14,6 +15,7 @@ from blueprints.schemas import (
     ResendSchema,
     SignUpSchema,
     UserUpdateSchema,
+    VerifyFactorSchema,
     VerifySchema,
     load,
 )
@@ -31,6 +33,8 @@ otp_schema = OtpSchema()
 resend_schema = ResendSchema()
 verify_schema = VerifySchema()
 invite_schema = InviteSchema()
+enroll_schema = EnrollFactorSchema()
+verify_factor_schema = VerifyFactorSchema()
 
 
 @bp.post("/signup")
@@ -138,3 +142,34 @@ def invite():
     require_service_role()
     body = load(invite_schema)
     return string_id_for_sdks(emails.invite(body["email"], body.get("data"), redirect_to()))
+
+
+# --- a second factor: TOTP (mfa.py)
+
+
+@bp.post("/factors")
+@requires_user
+def enroll_factor(who):
+    body = load(enroll_schema)
+    return mfa.enroll(who, body["factor_type"], body["friendly_name"], body["issuer"])
+
+
+@bp.post("/factors/<factor_id>/challenge")
+@limiter.limit("30 per 5 minutes")
+@requires_user
+def challenge_factor(who, factor_id):
+    return mfa.challenge(who, factor_id, client_ip())
+
+
+@bp.post("/factors/<factor_id>/verify")
+@limiter.limit("30 per 5 minutes")
+@requires_user
+def verify_factor(who, factor_id):
+    body = load(verify_factor_schema)
+    return session_for_sdks(mfa.verify(who, factor_id, body["challenge_id"], body["code"], client_ip()))
+
+
+@bp.delete("/factors/<factor_id>")
+@requires_user
+def unenroll_factor(who, factor_id):
+    return mfa.unenroll(who, factor_id)

@@ -214,3 +214,23 @@ class GenerateLinkSchema(RecoverSchema):
 
 class InviteSchema(RecoverSchema):
     data = fields.Dict(keys=fields.String(), allow_none=True)
+
+
+# --- a second factor (auth/mfa.py)
+
+
+class EnrollFactorSchema(Schema):
+    class Meta:
+        unknown = EXCLUDE
+
+    factor_type = fields.String(required=True)
+    friendly_name = fields.String(allow_none=True, load_default=None)
+    issuer = fields.String(allow_none=True, load_default=None)
+
+
+class VerifyFactorSchema(Schema):
+    class Meta:
+        unknown = EXCLUDE  # supabase-py sends factor_id too
+
+    challenge_id = fields.String(required=True, validate=validate.Length(max=64))
+    code = fields.String(load_default="", validate=validate.Length(max=64))
