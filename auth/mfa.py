@@ -205,10 +205,11 @@ def challenge_expired(challenge_id):
 def matching_step(secret, code):
     """The time step whose code `code` is, of the current step and WINDOW either side; else None."""
     totp = pyotp.TOTP(secret, interval=PERIOD)
+    sent = code.encode()  # bytes: compare_digest refuses str with non-ASCII characters
     now = tokens.now()
     current = totp.timecode(now)
     for offset in range(-WINDOW, WINDOW + 1):
-        if hmac.compare_digest(totp.at(now, counter_offset=offset), str(code)):
+        if hmac.compare_digest(totp.at(now, counter_offset=offset).encode(), sent):
             return current + offset
     return None
 
