@@ -211,7 +211,8 @@ def node_modules():
     where node and npm are not installed."""
     if shutil.which("node") is None or shutil.which("npm") is None:
         pytest.skip("node and npm are not installed")
-    if not (JS_DIR / "node_modules" / "@supabase" / "supabase-js").exists():
+    wanted = (JS_DIR / "node_modules" / "@supabase" / "supabase-js", JS_DIR / "node_modules" / "otpauth")
+    if not all(path.exists() for path in wanted):
         done = subprocess.run(
             ["npm", "ci", "--no-audit", "--no-fund"], cwd=JS_DIR, capture_output=True, text=True, timeout=600
         )

@@ -29,3 +29,8 @@ def test_supabase_js_as_an_app_uses_it(node_modules, sdk_server, anon_key, servi
     assert out["fetched"] == "js@example.com" and out["banned"] == "user_banned"
     assert out["linkType"] == "magiclink" and out["verified"] == "js@example.com"
     assert {"SIGNED_IN", "USER_UPDATED", "TOKEN_REFRESHED", "SIGNED_OUT"} <= set(out["events"])
+    assert out["qr"] == "data:image/svg+xml;utf-8,<svg " and out["mfaError"] is None
+    assert out["level"] == ["aal2", "aal2"] and out["methods"] == ["totp", "password"]
+    assert out["totpFactors"] == [True] and out["refreshedLevel"] == "aal2"
+    assert out["secondLevel"] == ["aal1", "aal2"] and out["aal1Unenroll"] == "insufficient_aal"
+    assert out["replay"] == "mfa_verification_failed" and out["unenrolled"]

@@ -107,3 +107,40 @@ def test_admin_lists_gets_bans_and_deletes(client, admin):
     client.auth.sign_out()
     admin.delete_user(uuid)
     assert admin.list_users() == []
+
+
+def test_mfa_as_the_sdk_drives_it(connect, anon_key, admin):
+    """enroll, challenge, verify, the assurance level, list_factors and unenroll; codes from pyotp."""
+    pyotp = pytest.importorskip("pyotp")
+    client = connect(anon_key)
+    client.auth.sign_up({"email": "mfa@example.com", "password": "secret-pw"})
+    mfa = client.auth.mfa
+    enrolled = mfa.enroll({"factor_type": "totp", "friendly_name": "phone"})
+    assert enrolled.totp.qr_code.startswith("data:image/svg+xml;utf-8,<svg")
+    level = mfa.get_authenticator_assurance_level()
+    assert (level.current_level, level.next_level) == ("aal1", "aal1")  # the factor is not verified yet
+    assert [f.status for f in mfa.list_factors().all] == ["unverified"]
+    challenge = mfa.challenge({"factor_id": enrolled.id})
+    used = pyotp.TOTP(enrolled.totp.secret).now()
+    mfa.verify({"factor_id": enrolled.id, "challenge_id": challenge.id, "code": used})
+    level = mfa.get_authenticator_assurance_level()
+    assert (level.current_level, level.next_level) == ("aal2", "aal2")
+    assert [entry.method for entry in level.current_authentication_methods] == ["totp", "password"]
+    assert [f.id for f in mfa.list_factors().totp] == [enrolled.id]
+
+    again = connect(anon_key)
+    again.auth.sign_in_with_password({"email": "mfa@example.com", "password": "secret-pw"})
+    level = again.auth.mfa.get_authenticator_assurance_level()
+    assert (level.current_level, level.next_level) == ("aal1", "aal2")
+    with pytest.raises(AuthApiError) as refused:
+        again.auth.mfa.unenroll({"factor_id": enrolled.id})
+    assert refused.value.code == "insufficient_aal"
+    with pytest.raises(AuthApiError) as replayed:  # a code that got in once never does again
+        again.auth.mfa.challenge_and_verify({"factor_id": enrolled.id, "code": used})
+    assert replayed.value.code == "mfa_verification_failed"
+
+    user_id = client.auth.get_user().user.id
+    uuid = f"00000000-0000-0000-0000-{int(user_id):012d}"
+    assert [f.id for f in admin.mfa.list_factors({"user_id": uuid})] == [enrolled.id]
+    assert mfa.unenroll({"factor_id": enrolled.id}).id == enrolled.id
+    assert mfa.list_factors().all == []

@@ -2,6 +2,7 @@
 // server's URL and keys in the environment and checks what it prints: one JSON object of results.
 import { createClient } from '@supabase/supabase-js'
 import WebSocket from 'ws' // Node 20 has no WebSocket of its own; supabase-js's Realtime wants one
+import * as OTPAuth from 'otpauth'
 
 const { MINIBASE_URL: url, ANON_KEY: anon, SERVICE_KEY: service } = process.env
 const options = { realtime: { transport: WebSocket }, auth: { persistSession: false } }
@@ -44,6 +45,29 @@ const verified = await client.auth.verifyOtp({ email: 'js@example.com', token: l
 out.verified = verified.data.user?.email ?? verified.error?.message
 await admin.auth.admin.updateUserById(uuid, { ban_duration: '1h' })
 out.banned = (await client.auth.signInWithPassword({ email: 'js@example.com', password: 'secret-pw' })).error?.code
+
+// A second factor: enroll, verify, the assurance level, listFactors, unenroll (codes from otpauth).
+const mfaUser = createClient(url, anon, options)
+await mfaUser.auth.signUp({ email: 'mfa-js@example.com', password: 'secret-pw' })
+const enrolled = (await mfaUser.auth.mfa.enroll({ factorType: 'totp', friendlyName: 'phone' })).data
+out.qr = enrolled.totp.qr_code.slice(0, 30)
+const totp = new OTPAuth.TOTP({ secret: OTPAuth.Secret.fromBase32(enrolled.totp.secret) })
+const used = totp.generate()
+const verifiedMfa = await mfaUser.auth.mfa.challengeAndVerify({ factorId: enrolled.id, code: used })
+out.mfaError = verifiedMfa.error?.code ?? null
+const level = (await mfaUser.auth.mfa.getAuthenticatorAssuranceLevel()).data
+out.level = [level.currentLevel, level.nextLevel]
+out.methods = level.currentAuthenticationMethods.map((entry) => entry.method)
+out.totpFactors = (await mfaUser.auth.mfa.listFactors()).data.totp.map((factor) => factor.id === enrolled.id)
+out.refreshedLevel = (await mfaUser.auth.mfa.getAuthenticatorAssuranceLevel(
+  (await mfaUser.auth.refreshSession()).data.session.access_token)).data.currentLevel
+const second = createClient(url, anon, options)
+await second.auth.signInWithPassword({ email: 'mfa-js@example.com', password: 'secret-pw' })
+const secondLevel = (await second.auth.mfa.getAuthenticatorAssuranceLevel()).data
+out.secondLevel = [secondLevel.currentLevel, secondLevel.nextLevel]
+out.aal1Unenroll = (await second.auth.mfa.unenroll({ factorId: enrolled.id })).error?.code
+out.replay = (await second.auth.mfa.challengeAndVerify({ factorId: enrolled.id, code: used })).error?.code
+out.unenrolled = (await mfaUser.auth.mfa.unenroll({ factorId: enrolled.id })).data?.id === enrolled.id
 
 await client.auth.signOut()
 out.events = events
