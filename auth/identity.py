@@ -6,12 +6,12 @@ from dataclasses import dataclass
 from sqlalchemy import bindparam, select
 
 from auth import tokens
-from auth.users import user_columns
+from auth.users import factor_object, user_columns
 from config import setting
 from database import transactions
 from errors import APIError, Auth, bad_jwt, user_inactive, user_not_found
 from extensions import db, state
-from models import Profile, Session, users_table
+from models import Factor, Profile, Session, users_table
 
 
 @dataclass(frozen=True)
@@ -22,6 +22,7 @@ class Identity:
     user_id: int | None = None
     session_id: str | None = None
     user: object = None  # the user and profile row (models.load_user's shape) of a signed-in caller
+    factors: tuple = ()  # the signed-in caller's factor objects (auth.users.factor_object)
 
 
 def api_key_role(key):
@@ -41,7 +42,7 @@ def identify(token):
     # A read of its own, prepared once and ended at once, on a pooled connection: no ORM session for
     # a request that needs none (GET /user), and a write that follows starts its transaction at its
     # first statement.
-    found = transactions.prepared({"session_id": claims["session_id"]}, prepared_session_user())[0]
+    found, factors = transactions.prepared({"session_id": claims["session_id"]}, *prepared_session_user())
     row = found[0] if found else None
     if row is None:
         raise APIError(401, Auth.SESSION_NOT_FOUND, "Session from session_id claim in JWT does not exist")
@@ -51,11 +52,14 @@ def identify(token):
         raise user_not_found(401)
     if not row.active:
         raise user_inactive(401)
-    return Identity("authenticated", row.user_id, claims["session_id"], row)
+    return Identity(
+        "authenticated", row.user_id, claims["session_id"], row, tuple(factor_object(f) for f in factors)
+    )
 
 
 def prepared_session_user():
-    """One round trip: a session, and its user with the profile /auth/v1/user answers with. Prepared
+    """One round trip: a session, its user with the profile /auth/v1/user answers with, and the user's
+    factors. Prepared
     once per users table (database.transactions.prepare): every bearer token runs it."""
     cache, users = state(), users_table()
     if cache.session_user is None or cache.session_user[0] is not users:
@@ -66,5 +70,12 @@ def prepared_session_user():
             .outerjoin(Profile, Profile.user_id == Session.user_id)
             .where(Session.id == bindparam("session_id", required=True))
         )
-        cache.session_user = (users, transactions.prepare(query, db.engine))
+        factors = (
+            select(Factor)
+            .join(Session, Session.user_id == Factor.user_id)
+            .where(Session.id == bindparam("session_id", required=True))
+            .order_by(Factor.created_at, Factor.id)
+        )
+        prepared = (transactions.prepare(query, db.engine), transactions.prepare(factors, db.engine))
+        cache.session_user = (users, prepared)
     return cache.session_user[1]
