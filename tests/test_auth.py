@@ -326,7 +326,7 @@ def test_deleted_user(api, app):
 def test_unexpected_failures_are_a_generic_500(api, app, monkeypatch, caplog):
     from auth import accounts
 
-    def explode(row):
+    def explode(*args):
         raise RuntimeError("boom with secret detail")
 
     token = api.sign_up()["access_token"]
