@@ -3,6 +3,7 @@ in the database on every request, so that a session ended on any instance is ref
 
 from dataclasses import dataclass
 
+import sqlalchemy as sa
 from sqlalchemy import bindparam, select
 
 from auth import tokens
@@ -23,6 +24,7 @@ class Identity:
     session_id: str | None = None
     user: object = None  # the user and profile row (models.load_user's shape) of a signed-in caller
     factors: tuple = ()  # the signed-in caller's factor objects (auth.users.factor_object)
+    aal: str | None = None  # the session's assurance level: aal1, or aal2 after a second factor
 
 
 def api_key_role(key):
@@ -52,19 +54,22 @@ def identify(token):
         raise user_not_found(401)
     if not row.active:
         raise user_inactive(401)
-    return Identity(
-        "authenticated", row.user_id, claims["session_id"], row, tuple(factor_object(f) for f in factors)
-    )
+    factor_objects = tuple(factor_object(f) for f in factors)
+    return Identity("authenticated", row.user_id, claims["session_id"], row, factor_objects, row.session_aal)
 
 
 def prepared_session_user():
-    """One round trip: a session, its user with the profile /auth/v1/user answers with, and the user's
-    factors. Prepared
-    once per users table (database.transactions.prepare): every bearer token runs it."""
+    """One round trip: a session (with its assurance level), its user with the profile /auth/v1/user
+    answers with, and the user's factors. Prepared once per users table
+    (database.transactions.prepare): every bearer token runs it."""
     cache, users = state(), users_table()
     if cache.session_user is None or cache.session_user[0] is not users:
         query = (
-            select(Session.user_id.label("session_user"), *user_columns())
+            select(
+                Session.user_id.label("session_user"),
+                sa.func.coalesce(Session.aal, "aal1").label("session_aal"),
+                *user_columns(),
+            )
             .select_from(Session)
             .outerjoin(users, users.c.user_id == Session.user_id)
             .outerjoin(Profile, Profile.user_id == Session.user_id)

@@ -82,7 +82,7 @@ def policy_values(who):
         "rls_uid": who.user_id,
         "rls_role": who.role,
         "rls_email": getattr(user, "email", None),
-        "rls_aal": "aal1" if who.user_id is not None else None,
+        "rls_aal": getattr(who, "aal", None),
     }
     for key, value in metadata.items():
         values[f"rls_app_metadata__{key}"] = json.dumps(value) if isinstance(value, dict | list) else value

@@ -8,6 +8,7 @@ import base64
 import jwt
 import pyotp
 import pytest
+import sqlalchemy as sa
 from sqlalchemy import select
 
 from auth import encryption, tokens
@@ -343,3 +344,23 @@ def test_the_administrator_lists_and_deletes_factors(api, service_key, clock):
     deleted = admin.delete(f"/auth/v1/admin/users/{user_id}/factors/{factor_id}")
     assert deleted.status_code == 200 and deleted.json["id"] == factor_id
     assert admin.get(f"/auth/v1/admin/users/{user_id}/factors").json == []
+
+
+def test_a_row_policy_can_require_the_second_factor(make_app, database_url, tmp_path, anon_key, clock):
+    """:aal is the session's level: a table only an aal2 session reads."""
+    engine = sa.create_engine(database_url)
+    with engine.begin() as connection:
+        connection.execute(sa.text("CREATE TABLE vault (id INTEGER PRIMARY KEY, note VARCHAR(20))"))
+        connection.execute(sa.text("INSERT INTO vault VALUES (1, 'launch codes')"))
+    engine.dispose()
+    config = tmp_path / "tables.toml"
+    config.write_text(
+        '[tables.vault]\nselect = "authenticated"\n[tables.vault.policies]\nselect = ":aal = \'aal2\'"\n'
+    )
+    api = Api(make_app(TABLES_CONFIG=str(config)), anon_key)
+    session, _, _ = with_verified_factor(api, clock)
+    signed_in = api.sign_in().json["access_token"]  # a password alone: aal1
+    assert api.get("/rest/v1/vault", token=signed_in).json == []
+    assert api.get("/rest/v1/vault", token=session["access_token"]).json == [
+        {"id": 1, "note": "launch codes"}
+    ]
