@@ -116,7 +116,8 @@ class Grant:
 
     def plan_values(self):
         """The values of condition(named=True)'s parameters."""
-        values = dict(self.values) if self.using is not None else {}
+        # Every parameter the policy names: an app_metadata key the caller lacks is NULL.
+        values = {name: self.values.get(name) for name in self.using.params} if self.using else {}
         if self.owner_id is not None:
             values["owner"] = self.owner_id
         return values

@@ -235,6 +235,20 @@ def test_app_metadata_set_by_an_administrator_is_a_parameter(world):
     assert "ann fresh" not in world.titles(None)
 
 
+def test_an_app_metadata_key_the_caller_lacks_is_null_in_a_read_s_plan(make_world):
+    tables = TABLES.replace(
+        '[tables.comments]\nselect = "anon"\n',
+        '[tables.comments]\nselect = "anon"\n'
+        "[tables.comments.policies]\nselect = \":app_metadata.role = 'editor'\"\n",
+    )
+    world = make_world(tables)
+    assert world.get("ann", "/rest/v1/comments?select=id").json == []  # no role: NULL, no row
+    world.service.put(f"/auth/v1/admin/users/{world.ids['ann']}", json={"app_metadata": {"role": "editor"}})
+    token = world.anon.sign_in("ann@example.com").json["access_token"]
+    assert len(world.anon.get("/rest/v1/comments?select=id", token=token).json) == 4
+    assert world.get("bob", "/rest/v1/comments?select=id").json == []  # the same plan, bob's NULL
+
+
 def test_a_membership_policy_shows_a_team_its_projects(world):
     ann = world.get("ann", "/rest/v1/projects?select=name").json
     assert ann == [{"name": "team one"}]
