@@ -112,6 +112,17 @@ VARIABLES = {
     "MFA_ENCRYPTION_KEY": (None, _keys),
 }
 
+# Third-party sign-in (docs/auth.md): GoTrue's EXTERNAL_<PROVIDER>_* names. URL is the provider's
+# base URL or OpenID issuer (GitHub Enterprise, a self-hosted GitLab, a Keycloak realm); REDIRECT_URI
+# defaults to API_EXTERNAL_URL/auth/v1/callback; CLIENT_ID may list several ids, comma-separated
+# (the audiences an ID token may be for: a web client and the apps').
+PROVIDERS = ("apple", "azure", "discord", "github", "gitlab", "google", "keycloak")
+for _provider in PROVIDERS:
+    _prefix = f"EXTERNAL_{_provider.upper()}"
+    VARIABLES[f"{_prefix}_ENABLED"] = ("false", _boolean)
+    for _part in ("CLIENT_ID", "SECRET", "REDIRECT_URI", "URL"):
+        VARIABLES[f"{_prefix}_{_part}"] = (None, _text)
+
 
 def setting(name):
     """A setting of the running app, as create_app derived it from the variables above."""

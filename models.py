@@ -36,6 +36,8 @@ SERVICE_TABLES = (
     "minibase_email_sends",
     "minibase_mfa_factors",
     "minibase_mfa_challenges",
+    "minibase_flow_states",
+    "minibase_identities",
     "minibase_alembic_version",
 )
 USER_COLUMNS = (
@@ -64,6 +66,8 @@ class Session(db.Model):
     aal: Mapped[str | None] = mapped_column(String(8))
     amr: Mapped[list | None] = mapped_column(JSON)
     factor_id: Mapped[str | None] = mapped_column(String(36))  # the factor that raised it to aal2
+    # How the session was signed in, GoTrue's `amr` method ("oauth", …); None is a password.
+    method: Mapped[str | None] = mapped_column(String(32))
 
 
 class RefreshToken(db.Model):
@@ -158,6 +162,43 @@ class EmailSend(db.Model):
 
     address_key: Mapped[str] = mapped_column(String(64), primary_key=True)
     sent_at = mapped_column(DateTime, nullable=False, index=True)
+
+
+class FlowState(db.Model):
+    """A sign-in under way: a third-party sign-in between /authorize and /callback (`state_key`),
+    and a PKCE flow's challenge and, once its redirect is made, its auth code (a keyed hash)."""
+
+    __tablename__ = "minibase_flow_states"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    user_id: Mapped[int | None] = mapped_column(Integer, index=True)
+    method: Mapped[str] = mapped_column(String(32))  # GoTrue's authentication method: oauth, recovery…
+    provider: Mapped[str] = mapped_column(String(32))
+    code_challenge: Mapped[str | None] = mapped_column(String(128))
+    code_challenge_method: Mapped[str | None] = mapped_column(String(8))
+    auth_code_hash: Mapped[str | None] = mapped_column(String(64), unique=True)
+    redirect_to: Mapped[str | None] = mapped_column(Text)
+    link_user_id: Mapped[int | None] = mapped_column(Integer)  # /user/identities/authorize's caller
+    nonce: Mapped[str | None] = mapped_column(String(64))
+    created_at = mapped_column(DateTime, nullable=False, index=True)
+    auth_code_issued_at = mapped_column(DateTime)
+
+
+class Identity(db.Model):
+    """A third-party account (`provider`, its user id) linked to a user, with its profile."""
+
+    __tablename__ = "minibase_identities"
+    __table_args__ = (UniqueConstraint("provider", "provider_id"),)
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    provider: Mapped[str] = mapped_column(String(32))
+    provider_id: Mapped[str] = mapped_column(String(255))
+    user_id: Mapped[int] = mapped_column(Integer, index=True)
+    email: Mapped[str | None] = mapped_column(String(255))
+    identity_data: Mapped[dict | None] = mapped_column(JSON)
+    created_at = mapped_column(DateTime, nullable=False)
+    updated_at = mapped_column(DateTime, nullable=False)
+    last_sign_in_at = mapped_column(DateTime)
 
 
 class SignUpLock(db.Model):

@@ -100,9 +100,11 @@ def split_metadata(data):
     return columns, about, extra
 
 
-def create_user(email, password, data):
-    """Insert a user (bcrypt hash, active=1, joined=now) and their profile; the new user_id."""
-    check_password_strength(password)
+def create_user(email, password, data, hashed=None):
+    """Insert a user (bcrypt hash, active=1, joined=now) and their profile; the new user_id. A user
+    made by a provider comes with `hashed`, a hash no password matches, instead of a password."""
+    if hashed is None:
+        check_password_strength(password)
     columns, about, extra = split_metadata(data)
     one_sign_up_at_a_time(email)
     if find_credentials(email) is not None:
@@ -116,7 +118,7 @@ def create_user(email, password, data):
     values = {
         **columns,
         "email": email,
-        "password": hash_password(password, setting("BCRYPT_ROUNDS")),
+        "password": hashed or hash_password(password, setting("BCRYPT_ROUNDS")),
         "active": 1,
         "joined": now,
     }
@@ -127,6 +129,11 @@ def create_user(email, password, data):
     profile = {"user_id": user_id, "about": about, "extra": extra or None, "updated_at": now}
     upsert(Profile.__table__, profile, ["user_id"])
     return user_id
+
+
+def set_password_hash(user_id, hashed):
+    users = users_table()
+    db.session.execute(update(users).where(users.c.user_id == user_id).values(password=hashed))
 
 
 def one_sign_up_at_a_time(email):

@@ -7,7 +7,6 @@ MAX_WRONG_GUESSES; a bad, used or expired token is always the same 403 otp_expir
 through mail.py within the transaction that made its token: if it cannot be sent, the token (and a
 user made for it) is rolled back with it."""
 
-import hashlib
 import hmac
 import re
 import secrets
@@ -17,7 +16,7 @@ from urllib.parse import quote, urlencode
 
 from sqlalchemy import delete, select, update
 
-from auth import accounts, mail, sessions, tokens
+from auth import accounts, mail, pkce, sessions, tokens
 from auth.users import is_banned, load_user, user_object
 from config import setting
 from database import transactions
@@ -47,6 +46,14 @@ VERIFY_TYPES = {
 # the current address or the one for the new address (both redeem as "email_change").
 LINK_TYPES = ("signup", "invite", "magiclink", "recovery", "email_change_current", "email_change_new")
 EMAIL_CHANGES = ("email_change_current", "email_change_new")
+# GoTrue's authentication method of each purpose: a PKCE flow's, and its session's `amr`.
+METHODS = {
+    "signup": "email/signup",
+    "recovery": "recovery",
+    "magiclink": "magiclink",
+    "email_change": "email_change",
+    "invite": "invite",
+}
 
 
 def otp_expired():
@@ -54,9 +61,9 @@ def otp_expired():
 
 
 def keyed_hash(text):
-    """What the database keeps of a token, a code or an address: an HMAC keyed with JWT_SECRET, so
-    that a copy of the database neither replays a token nor brute-forces a 6-digit code."""
-    return hmac.new(setting("JWT_SECRET").encode(), text.encode(), hashlib.sha256).hexdigest()
+    """What the database keeps of a token, a code or an address: a copy of the database neither
+    replays a token nor brute-forces a 6-digit code."""
+    return tokens.keyed_hash(text, setting("JWT_SECRET"))
 
 
 def _code_hash(user_id, purpose, code):
@@ -140,9 +147,11 @@ def throttle(email):
     db.session.execute(update(EmailSend).where(EmailSend.address_key == key).values(sent_at=now))
 
 
-def send(purpose, user_id, email, redirect_to):
+def send(purpose, user_id, email, redirect_to, challenge=None):
     """Issue a token for (user, purpose) and mail its link and code to `email` (not committed: a
-    failure to send is a 503 and the caller's transaction, token included, is rolled back)."""
+    failure to send is a 503 and the caller's transaction, token included, is rolled back). With a
+    PKCE `challenge`, following the link ends in an auth code rather than a session."""
+    pkce.start(challenge, METHODS[purpose], user_id=user_id)
     token, code = issue(user_id, purpose, email)
     target = redirect_target(redirect_to)
     link = action_link(token, purpose, target)
@@ -169,20 +178,20 @@ def _new_user(email, data, password=None, unconfirmed=False):
 
 
 @transactional
-def sign_up_unconfirmed(email, password, data, redirect_to):
+def sign_up_unconfirmed(email, password, data, redirect_to, challenge=None):
     """Sign-up with MAILER_AUTOCONFIRM off: the user, no session, and a confirmation mail."""
     throttle(email)
     user_id = _new_user(email, data, password, unconfirmed=True)
     _profile(user_id, confirmation_sent_at=tokens.utcnow())
-    send("signup", user_id, email, redirect_to)
+    send("signup", user_id, email, redirect_to, challenge)
     return user_object(load_user(user_id))
 
 
-def recover(email, redirect_to):
+def recover(email, redirect_to, challenge=None):
     """Mail a recovery link and code to a known, active address; the same answer, in about the same
     time, for an unknown one."""
     started = time.perf_counter()
-    if transactions.write(_recover, email, redirect_to):
+    if transactions.write(_recover, email, redirect_to, challenge):
         cache = state()
         cache.send_seconds = 0.8 * cache.send_seconds + 0.2 * (time.perf_counter() - started)
     else:
@@ -190,14 +199,14 @@ def recover(email, redirect_to):
     return {}
 
 
-def _recover(email, redirect_to):
+def _recover(email, redirect_to, challenge):
     """Whether a recovery mail was sent (the throttle counts the address either way)."""
     throttle(email)
     found = accounts.find_credentials(email)
     if found is None or not found.active:
         return False
     _profile(found.user_id, recovery_sent_at=tokens.utcnow())
-    send("recovery", found.user_id, email, redirect_to)
+    send("recovery", found.user_id, email, redirect_to, challenge)
     return True
 
 
@@ -208,7 +217,7 @@ def _take_as_long_as_a_send(started):
 
 
 @transactional
-def magic_link(email, create_user, data, redirect_to):
+def magic_link(email, create_user, data, redirect_to, challenge=None):
     """POST /otp: mail a magic link and code, signing the address up first when asked."""
     throttle(email)
     found = accounts.find_credentials(email)
@@ -222,24 +231,24 @@ def magic_link(email, create_user, data, redirect_to):
         return {}
     else:
         user_id = found.user_id
-    send("magiclink", user_id, email, redirect_to)
+    send("magiclink", user_id, email, redirect_to, challenge)
     return {}
 
 
 @transactional
-def resend(kind, email, redirect_to):
+def resend(kind, email, redirect_to, challenge=None):
     """Send a sign-up's confirmation, or an address change's, again (200 {} whatever the address)."""
     throttle(email)
     if kind == "signup":
         found = accounts.find_credentials(email)
         if found is not None and _row(found.user_id).unconfirmed:
             _profile(found.user_id, confirmation_sent_at=tokens.utcnow())
-            send("signup", found.user_id, email, redirect_to)
+            send("signup", found.user_id, email, redirect_to, challenge)
     else:
         user_id = db.session.execute(select(Profile.user_id).where(Profile.new_email == email)).scalar()
         if user_id is not None:
             _profile(user_id, email_change_sent_at=tokens.utcnow())
-            send("email_change", user_id, email, redirect_to)
+            send("email_change", user_id, email, redirect_to, challenge)
     return {}
 
 
@@ -281,6 +290,23 @@ def _row(user_id):
 @transactional
 def verify(kind, token_hash=None, email=None, code=None):
     """Redeem a link token (`token_hash`) or an address's code for a session."""
+    user_id, purpose = _redeem(kind, token_hash, email, code)
+    return sessions.start(user_id)
+
+
+@transactional
+def _follow_link(kind, token):
+    """Redeem a mailed link: ("code", an auth code) when the flow it ends is a PKCE one, else
+    ("session", a session)."""
+    user_id, purpose = _redeem(kind, token)
+    flow = pkce.pending(user_id, METHODS[purpose])
+    if flow is not None:
+        return "code", pkce.issue_code(flow, user_id)
+    return "session", sessions.start(user_id)
+
+
+def _redeem(kind, token_hash=None, email=None, code=None):
+    """Use up a link token or a code: (user_id, purpose) of a live one, for an active user."""
     purposes = VERIFY_TYPES.get(kind)
     if purposes is None:
         raise validation_failed(f"type: must be one of {', '.join(VERIFY_TYPES)}")
@@ -314,7 +340,7 @@ def verify(kind, token_hash=None, email=None, code=None):
         _profile(user_id, new_email=None)
     else:  # following any link sent to the address proves it
         _profile(user_id, unconfirmed=None, confirmed_at=now)
-    return sessions.start(user_id)
+    return user_id, purpose
 
 
 def _redeem_code(purposes, email, code):
@@ -343,7 +369,7 @@ def redirect_after_verify(kind, token, redirect_to):
     error, in the URL's fragment (never in its query, which servers log)."""
     target = redirect_target(redirect_to)
     try:
-        session = verify(kind, token_hash=token)
+        outcome, result = _follow_link(kind, token)
     except APIError as error:
         fragment = {
             "error": "access_denied",
@@ -351,15 +377,27 @@ def redirect_after_verify(kind, token, redirect_to):
             "error_description": error.message,
         }
         return f"{target}#{urlencode(fragment, quote_via=quote)}"
+    if outcome == "code":
+        return with_query(target, code=result)
+    return with_fragment(target, result, type=kind)
+
+
+def with_query(url, **values):
+    """`url` with `values` added to its query string (an auth code: harmless without its verifier)."""
+    return f"{url}{'&' if '?' in url else '?'}{urlencode(values)}"
+
+
+def with_fragment(url, session, **values):
+    """`url` with a session in its fragment, where browsers keep it from servers and their logs."""
     fragment = {
         "access_token": session["access_token"],
         "expires_at": session["expires_at"],
         "expires_in": session["expires_in"],
         "refresh_token": session["refresh_token"],
         "token_type": "bearer",
-        "type": kind,
+        **values,
     }
-    return f"{target}#{urlencode(fragment)}"
+    return f"{url}#{urlencode(fragment)}"
 
 
 # --- administration

@@ -1,9 +1,15 @@
 """bcrypt hashes: new ones at BCRYPT_ROUNDS, legacy ones ($2y$ from PHP, $2a$, $2b$) verified as they are."""
 
+import secrets
+
 import bcrypt
 
 MAX_BYTES = 72  # bcrypt reads no further; longer passwords are refused, not silently cut
 MIN_LENGTH = 6
+# A user made by a third-party sign-in gets a "hash" that is no bcrypt hash: nothing verifies
+# against it, here or in the application that shares the users table (PHP's password_verify says
+# false). 60 characters, so that it fits a CHAR(60) column.
+UNUSABLE_PREFIX = "!"
 
 
 def hash_password(password, rounds, prefix=b"2b"):
@@ -49,3 +55,8 @@ def needs_rehash(hashed, rounds):
 def dummy_hash(rounds):
     """A hash to check unknown emails against, so they cost the same bcrypt work as known ones."""
     return hash_password("minibase-no-such-user", rounds)
+
+
+def unusable_hash():
+    """A password column value no password matches (see UNUSABLE_PREFIX)."""
+    return UNUSABLE_PREFIX + secrets.token_urlsafe(44)[:59]

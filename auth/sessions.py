@@ -17,6 +17,7 @@ from errors import (
     refresh_token_not_found,
     user_banned,
     user_inactive,
+    user_not_found,
     validation_failed,
 )
 from extensions import db
@@ -43,22 +44,23 @@ def _new_refresh_token(session_id, parent=None):
     return row
 
 
-def _open(user_id):
+def _open(user_id, method):
     now = tokens.utcnow()
-    session = Session(id=str(uuid.uuid4()), user_id=user_id, created_at=now, refreshed_at=now)
+    session = Session(id=str(uuid.uuid4()), user_id=user_id, created_at=now, refreshed_at=now, method=method)
     db.session.add(session)
     db.session.flush()
     return session, _new_refresh_token(session.id)
 
 
-def start(user_id):
-    """Record the sign-in and open a session: the session object to answer with."""
+def start(user_id, method=None):
+    """Record the sign-in and open a session: the session object to answer with. `method` is how
+    the user signed in, as GoTrue's `amr` names it (None: a password)."""
     upsert(
         Profile.__table__,
         {"user_id": user_id, "last_sign_in_at": tokens.utcnow()},
         ["user_id"],
     )
-    session, refresh = _open(user_id)
+    session, refresh = _open(user_id, method)
     return session_object(load_user(user_id), session, refresh)
 
 
@@ -102,7 +104,8 @@ def methods(session):
     """The session's amr entries, the most recent first: how the user proved who they are, and when."""
     if session.amr:
         return session.amr
-    return [{"method": "password", "timestamp": int(session.created_at.replace(tzinfo=UTC).timestamp())}]
+    method = session.method or "password"  # a provider's sign-in records its own (oauth, …)
+    return [{"method": method, "timestamp": int(session.created_at.replace(tzinfo=UTC).timestamp())}]
 
 
 # --- the assurance level (a second factor, auth/mfa.py)
@@ -145,6 +148,19 @@ def step_down(factor_id):
 def level(session_id):
     """The assurance level of a session: aal1 or aal2."""
     return db.session.execute(select(Session.aal).where(Session.id == session_id)).scalar() or AAL1
+
+
+def start_checked(user_id, method):
+    """start() for a sign-in that proved no password (a provider, an auth code): the user must
+    still exist, be active and not banned."""
+    row = load_user(user_id)
+    if row is None:
+        raise user_not_found()
+    if not row.active:
+        raise user_inactive()
+    if is_banned(row.banned_until):
+        raise user_banned()
+    return start(user_id, method)
 
 
 # --- refreshing

@@ -1,6 +1,8 @@
 """Signed tokens: API keys, access tokens and refresh tokens (HS256 only), and the clock they use."""
 
 import functools
+import hashlib
+import hmac
 import math
 import time
 from datetime import UTC, datetime
@@ -13,6 +15,7 @@ API_KEY_ROLES = ("anon", "service_role")
 API_KEY_LIFETIME = 10 * 365 * 24 * 3600
 REFRESH_TYPE = "refresh"
 UUID_PREFIX = "00000000-0000-0000-0000-"  # user 42 in UUID form: 00000000-0000-0000-0000-000000000042
+STATE_TYPE = "oauth_state"
 
 
 class TokenError(Exception):
@@ -21,6 +24,12 @@ class TokenError(Exception):
     def __init__(self, message, expired=False):
         super().__init__(message)
         self.expired = expired
+
+
+def keyed_hash(text, secret):
+    """What the database keeps of a secret it must recognise (a link token, a code, an auth code):
+    an HMAC keyed with the JWT secret, so that a copy of the database replays none of them."""
+    return hmac.new(secret.encode(), text.encode(), hashlib.sha256).hexdigest()
 
 
 def now():
@@ -148,3 +157,19 @@ def decode_refresh_token(token, secret):
     if claims.get("typ") != REFRESH_TYPE or "aud" in claims or not isinstance(claims["jti"], str):
         raise TokenError("not a refresh token")
     return claims
+
+
+def oauth_state(flow_id, secret, lifetime):
+    """The `state` of a third-party sign-in: the flow it belongs to, signed, expiring."""
+    issued = now()
+    payload = {"iss": ISSUER, "typ": STATE_TYPE, "flow": flow_id, "iat": issued, "exp": issued + lifetime}
+    return jwt.encode(payload, secret, algorithm=ALGORITHM)
+
+
+def decode_oauth_state(token, secret):
+    """The flow id of a valid `state`; any other token of ours (an access token, a refresh token)
+    fails for want of its type."""
+    claims = _decode(token, secret, ["iat", "exp", "flow", "typ"])
+    if claims["typ"] != STATE_TYPE or not isinstance(claims["flow"], str):
+        raise TokenError("not an OAuth state")
+    return claims["flow"]

@@ -1,11 +1,14 @@
 """A user as the auth API shows one: the users table's row and the service's profile of it, read in
 one query, and GoTrue's user object made of them (never the password hash)."""
 
+import uuid
+
 from sqlalchemy import select
 
 from auth import tokens
+from auth.passwords import UNUSABLE_PREFIX
 from extensions import db
-from models import METADATA_COLUMNS, Factor, Profile, users_table
+from models import METADATA_COLUMNS, Factor, Identity, Profile, users_table
 
 
 def user_columns():
@@ -19,6 +22,9 @@ def user_columns():
         users.c.last_name,
         users.c.active,
         users.c.joined,
+        # Whether the password hash is one that can never verify (a user made by a provider): the
+        # hash itself never leaves the database.
+        users.c.password.like(f"{UNUSABLE_PREFIX}%").label("external_only"),
         Profile.about,
         Profile.extra,
         Profile.updated_at,
@@ -88,6 +94,8 @@ def user_object(row, factors=None):
     profile = {name: getattr(row, name) for name in METADATA_COLUMNS}
     metadata = {**(row.extra or {}), **{name: value for name, value in profile.items() if value is not None}}
     created = timestamp(row.joined)
+    linked = identities(row)
+    providers = list(dict.fromkeys(identity["provider"] for identity in linked))
     confirmed = None if row.unconfirmed else timestamp(row.confirmed_at) or created
     return {
         "id": row.user_id,
@@ -101,9 +109,13 @@ def user_object(row, factors=None):
         "recovery_sent_at": timestamp(row.recovery_sent_at),
         "new_email": row.new_email,
         "email_change_sent_at": timestamp(row.email_change_sent_at),
-        "app_metadata": {**(row.app_metadata or {}), "provider": "email", "providers": ["email"]},
+        "app_metadata": {
+            **(row.app_metadata or {}),
+            "provider": providers[0] if providers else "email",
+            "providers": providers or ["email"],
+        },
         "user_metadata": metadata,
-        "identities": [],
+        "identities": linked,
         "created_at": created,
         "updated_at": timestamp(row.updated_at) or created,
         "last_sign_in_at": timestamp(row.last_sign_in_at),
@@ -112,3 +124,51 @@ def user_object(row, factors=None):
         **({"invited_at": timestamp(row.invited_at)} if row.invited_at else {}),
         **({"factors": factors} if factors else {}),  # GoTrue leaves it out when there are none
     }
+
+
+def identities(row):
+    """GoTrue's `identities` of a user: the e-mail one when they have a password, then the providers'."""
+    found = (
+        db.session.execute(
+            select(Identity).where(Identity.user_id == row.user_id).order_by(Identity.created_at)
+        )
+        .scalars()
+        .all()
+    )
+    shown = []
+    created = timestamp(row.joined)
+    if not row.external_only:
+        user_id = str(row.user_id)
+        shown.append(
+            {
+                "identity_id": str(uuid.uuid5(uuid.NAMESPACE_URL, f"minibase:email:{row.user_id}")),
+                "id": user_id,
+                "user_id": user_id,
+                "identity_data": {
+                    "email": row.email,
+                    "email_verified": not row.unconfirmed,
+                    "phone_verified": False,
+                    "sub": user_id,
+                },
+                "provider": "email",
+                "last_sign_in_at": timestamp(row.last_sign_in_at),
+                "created_at": created,
+                "updated_at": created,
+                "email": row.email,
+            }
+        )
+    for identity in found:
+        shown.append(
+            {
+                "identity_id": identity.id,
+                "id": identity.provider_id,
+                "user_id": str(identity.user_id),
+                "identity_data": identity.identity_data or {},
+                "provider": identity.provider,
+                "last_sign_in_at": timestamp(identity.last_sign_in_at),
+                "created_at": timestamp(identity.created_at),
+                "updated_at": timestamp(identity.updated_at),
+                "email": identity.email,
+            }
+        )
+    return shown

@@ -2,14 +2,16 @@
 
 from flask import Blueprint, current_app, redirect, request
 
-from auth import accounts, emails, mfa, sessions
+from auth import accounts, emails, external, mfa, pkce, providers, sessions
 from blueprints.gateway import require_service_role, requires_user
 from blueprints.responses import session_for_sdks, string_id_for_sdks
 from blueprints.schemas import (
     EnrollFactorSchema,
+    IdTokenGrantSchema,
     InviteSchema,
     OtpSchema,
     PasswordGrantSchema,
+    PkceGrantSchema,
     RecoverSchema,
     RefreshGrantSchema,
     ResendSchema,
@@ -27,6 +29,8 @@ bp = Blueprint("auth", __name__, url_prefix="/auth/v1")
 signup_schema = SignUpSchema()
 password_schema = PasswordGrantSchema()
 refresh_schema = RefreshGrantSchema()
+pkce_schema = PkceGrantSchema()
+id_token_schema = IdTokenGrantSchema()
 update_schema = UserUpdateSchema()
 recover_schema = RecoverSchema()
 otp_schema = OtpSchema()
@@ -44,7 +48,9 @@ def signup():
     if not current_app.config["MAILER_AUTOCONFIRM"]:
         if current_app.config["DISABLE_SIGNUP"]:
             raise APIError(422, Auth.SIGNUP_DISABLED, "Signups not allowed for this instance")
-        user = emails.sign_up_unconfirmed(body["email"], body["password"], body["data"], redirect_to())
+        user = emails.sign_up_unconfirmed(
+            body["email"], body["password"], body["data"], redirect_to(), challenge(body)
+        )
         return string_id_for_sdks(user)
     return session_for_sdks(accounts.sign_up(body["email"], body["password"], body["data"]))
 
@@ -52,6 +58,11 @@ def signup():
 def redirect_to():
     """Where a mailed link should lead: the redirect_to query parameter (how the SDKs send it)."""
     return request.args.get("redirect_to") or None
+
+
+def challenge(values):
+    """The PKCE challenge a request starts its flow with, or None (see auth/pkce.py)."""
+    return pkce.challenge(values.get("code_challenge"), values.get("code_challenge_method"))
 
 
 @bp.post("/token")
@@ -64,7 +75,19 @@ def token():
     if grant == "refresh_token":
         body = load(refresh_schema)
         return session_for_sdks(sessions.refresh(body["refresh_token"]))
-    raise APIError(400, Auth.UNSUPPORTED_GRANT_TYPE, "Unsupported grant_type: use password or refresh_token")
+    if grant == "pkce":
+        body = load(pkce_schema)
+        return session_for_sdks(pkce.exchange(body["auth_code"], body["code_verifier"]))
+    if grant == "id_token":
+        body = load(id_token_schema)
+        return session_for_sdks(
+            external.sign_in_with_id_token(body["provider"], body["id_token"], body["nonce"])
+        )
+    raise APIError(
+        400,
+        Auth.UNSUPPORTED_GRANT_TYPE,
+        "Unsupported grant_type: use password, refresh_token, pkce or id_token",
+    )
 
 
 @bp.get("/user")
@@ -93,7 +116,7 @@ def logout(who):
 def settings():
     return {
         "disable_signup": current_app.config["DISABLE_SIGNUP"],
-        "external": {"email": True},
+        "external": {"email": True, **dict.fromkeys(providers.enabled(), True)},
         "mailer_autoconfirm": current_app.config["MAILER_AUTOCONFIRM"],
     }
 
@@ -104,21 +127,22 @@ def settings():
 @bp.post("/recover")
 @limiter.limit("30 per 5 minutes")
 def recover():
-    return emails.recover(load(recover_schema)["email"], redirect_to())
+    body = load(recover_schema)
+    return emails.recover(body["email"], redirect_to(), challenge(body))
 
 
 @bp.post("/otp")
 @limiter.limit("30 per 5 minutes")
 def otp():
     body = load(otp_schema)
-    return emails.magic_link(body["email"], body["create_user"], body["data"], redirect_to())
+    return emails.magic_link(body["email"], body["create_user"], body["data"], redirect_to(), challenge(body))
 
 
 @bp.post("/resend")
 @limiter.limit("30 per 5 minutes")
 def resend():
     body = load(resend_schema)
-    return emails.resend(body["type"], body["email"], redirect_to())
+    return emails.resend(body["type"], body["email"], redirect_to(), challenge(body))
 
 
 @bp.post("/verify")
@@ -173,3 +197,45 @@ def verify_factor(who, factor_id):
 @requires_user
 def unenroll_factor(who, factor_id):
     return mfa.unenroll(who, factor_id)
+
+
+# --- third-party sign-in (external.py) and PKCE (pkce.py)
+
+
+@bp.get("/authorize")
+@limiter.limit("30 per 5 minutes")
+def authorize():
+    """The browser's way to a provider's sign-in page (no API key: it is a link)."""
+    args = request.args
+    url = external.authorize(args.get("provider", ""), redirect_to(), args.get("scopes"), challenge(args))
+    return redirect(url, code=302)
+
+
+@bp.get("/callback")
+@limiter.limit("150 per 5 minutes")
+def callback():
+    """Where the provider sends the browser back: a 302 to the app, whatever happened."""
+    args = request.args
+    url = external.callback(
+        args.get("state"), args.get("code"), args.get("error"), args.get("error_description")
+    )
+    return redirect(url, code=302)
+
+
+@bp.get("/user/identities/authorize")
+@requires_user
+def link_identity(who):
+    """Link a provider's account to the signed-in user: supabase-js asks for the URL as JSON."""
+    args = request.args
+    url = external.authorize(
+        args.get("provider", ""), redirect_to(), args.get("scopes"), challenge(args), link_user_id=who.user_id
+    )
+    if args.get("skip_http_redirect") == "true":
+        return {"url": url}
+    return redirect(url, code=302)
+
+
+@bp.delete("/user/identities/<identity_id>")
+@requires_user
+def unlink_identity(who, identity_id):
+    return string_id_for_sdks(external.unlink(who, identity_id))

@@ -45,7 +45,14 @@ INVALID_EMAIL = "Unable to validate email address: invalid format"  # GoTrue's w
 EMAIL_RULES = [validate.Length(max=255), validate.Email(error=INVALID_EMAIL)]
 
 
-class SignUpSchema(_Base):
+class _Pkce(_Base):
+    """A flow that may be a PKCE one: supabase-js sends these with flowType 'pkce'."""
+
+    code_challenge = fields.String(allow_none=True, load_default=None)
+    code_challenge_method = fields.String(allow_none=True, load_default=None)
+
+
+class SignUpSchema(_Pkce):
     class Meta:
         unknown = EXCLUDE
 
@@ -67,6 +74,23 @@ class RefreshGrantSchema(Schema):
         unknown = EXCLUDE
 
     refresh_token = fields.String(required=True)
+
+
+class PkceGrantSchema(Schema):
+    class Meta:
+        unknown = EXCLUDE
+
+    auth_code = fields.String(load_default="", validate=validate.Length(max=200))
+    code_verifier = fields.String(load_default="", validate=validate.Length(max=200))
+
+
+class IdTokenGrantSchema(Schema):
+    class Meta:
+        unknown = EXCLUDE
+
+    provider = fields.String(required=True, validate=validate.Length(max=50))
+    id_token = fields.String(required=True, validate=validate.Length(max=20000))
+    nonce = fields.String(allow_none=True, load_default=None, validate=validate.Length(max=500))
 
 
 class UserUpdateSchema(_Base):
@@ -171,7 +195,7 @@ def load(schema, body=None):
 # --- e-mail flows (emails.py); official clients add fields of their own, which are ignored
 
 
-class RecoverSchema(_Base):
+class RecoverSchema(_Pkce):
     class Meta:
         unknown = EXCLUDE
 

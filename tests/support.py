@@ -81,13 +81,14 @@ def assert_rest_error(response, status, sent=""):
     return body
 
 
-def serve_app(app, threads=8):
-    """`app` behind a real waitress server on a free port: (base URL, a function that stops it)."""
+def serve_app(app, threads=8, port=None):
+    """`app` behind a real waitress server on `port` (a free one by default): (base URL, a function
+    that stops it)."""
     import threading
 
     from waitress.server import create_server
 
-    server = create_server(app, host="127.0.0.1", port=free_port(), threads=threads)
+    server = create_server(app, host="127.0.0.1", port=port or free_port(), threads=threads)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     return f"http://127.0.0.1:{server.effective_port}", lambda: stop_waitress(server, thread)
