@@ -3,7 +3,9 @@ end to end, codes and links, single use, expiry, the guess limit, the allow list
 confirmation on and off, address changes, an SMTP server that refuses or is down, and no token or
 code kept in the database or the log."""
 
+import base64
 import email
+import hashlib
 import re
 from email import policy
 from urllib.parse import parse_qs, urlsplit
@@ -14,7 +16,7 @@ import sqlalchemy as sa
 from aiosmtpd.controller import Controller
 
 from auth import tokens
-from support import Api, assert_auth_error, free_port, serve_app
+from support import SECRET, Api, assert_auth_error, free_port, serve_app
 
 SITE = "https://app.example.com"
 
@@ -473,3 +475,37 @@ def test_a_template_written_for_supabase_reaches_the_app_s_own_confirm_route(
     session = api.post("/auth/v1/verify", json={"type": "recovery", "token_hash": found.group(2)})
     assert session.status_code == 200 and session.json["user"]["email"] == "ann@example.com"
     assert re.search(r"or type \d{6} ", text)  # {{ token }} is the 6-digit code
+
+
+def test_recovery_under_pkce_ends_in_a_code_for_the_verifier_only(api, smtp):
+    api.sign_up()
+    verifier = "v" * 50
+    challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
+    body = {"email": "ann@example.com", "code_challenge": challenge, "code_challenge_method": "s256"}
+    assert api.post("/auth/v1/recover?redirect_to=https://app.example.com/reset", json=body).json == {}
+    link, _ = link_and_code(smtp.last("ann@example.com"))
+    api.key = None  # the browser that follows the link sends no API key
+    target, fragment = follow(api, link)
+    assert not fragment and target.startswith("https://app.example.com/reset?code=")
+    code = parse_qs(urlsplit(target).query)["code"][0]
+    api.key = tokens.api_key("anon", SECRET)
+    grant = "/auth/v1/token?grant_type=pkce"
+    assert_auth_error(
+        api.post(grant, json={"auth_code": code, "code_verifier": "w" * 50}), 400, "bad_code_verifier"
+    )
+    assert_auth_error(
+        api.post(grant, json={"auth_code": code, "code_verifier": verifier}), 400, "flow_state_not_found"
+    )
+
+    assert api.post("/auth/v1/recover", json=body).status_code == 200
+    link, _ = link_and_code(smtp.last("ann@example.com"))
+    code = parse_qs(urlsplit(follow(api, link)[0]).query)["code"][0]
+    session = api.post(grant, json={"auth_code": code, "code_verifier": verifier})
+    assert session.status_code == 200 and session.json["user"]["email"] == "ann@example.com"
+    assert (
+        session.json["access_token"]
+        and api.put(
+            "/auth/v1/user", token=session.json["access_token"], json={"password": "new-secret"}
+        ).status_code
+        == 200
+    )
