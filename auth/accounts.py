@@ -258,7 +258,7 @@ def sign_in(email, password, ip):
 
 def signed_in_user(who):
     """The caller's user object, from the row the bearer check loaded (auth.identity.Identity.user)."""
-    return user_object(who.user, list(who.factors))
+    return user_object(who.user, list(who.factors), list(who.linked))
 
 
 def current_user(user_id):

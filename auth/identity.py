@@ -13,6 +13,7 @@ from database import transactions
 from errors import APIError, Auth, bad_jwt, user_inactive, user_not_found
 from extensions import db, state
 from models import Factor, Profile, Session, users_table
+from models import Identity as LinkedIdentity  # a provider identity; Identity here is the caller
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,7 @@ class Identity:
     user: object = None  # the user and profile row (models.load_user's shape) of a signed-in caller
     factors: tuple = ()  # the signed-in caller's factor objects (auth.users.factor_object)
     aal: str | None = None  # the session's assurance level: aal1, or aal2 after a second factor
+    linked: tuple = ()  # the signed-in caller's rows of minibase_identities (third-party sign-in)
 
 
 def api_key_role(key):
@@ -44,7 +46,8 @@ def identify(token):
     # A read of its own, prepared once and ended at once, on a pooled connection: no ORM session for
     # a request that needs none (GET /user), and a write that follows starts its transaction at its
     # first statement.
-    found, factors = transactions.prepared({"session_id": claims["session_id"]}, *prepared_session_user())
+    values = {"session_id": claims["session_id"]}
+    found, factors, linked = transactions.prepared(values, *prepared_session_user())
     row = found[0] if found else None
     if row is None:
         raise APIError(401, Auth.SESSION_NOT_FOUND, "Session from session_id claim in JWT does not exist")
@@ -55,13 +58,16 @@ def identify(token):
     if not row.active:
         raise user_inactive(401)
     factor_objects = tuple(factor_object(f) for f in factors)
-    return Identity("authenticated", row.user_id, claims["session_id"], row, factor_objects, row.session_aal)
+    session_id = claims["session_id"]
+    return Identity(
+        "authenticated", row.user_id, session_id, row, factor_objects, row.session_aal, tuple(linked)
+    )
 
 
 def prepared_session_user():
     """One round trip: a session (with its assurance level), its user with the profile /auth/v1/user
-    answers with, and the user's factors. Prepared once per users table
-    (database.transactions.prepare): every bearer token runs it."""
+    answers with, the user's factors and linked identities. Prepared once per users table
+    (database.transactions.prepare): every bearer token runs them."""
     cache, users = state(), users_table()
     if cache.session_user is None or cache.session_user[0] is not users:
         query = (
@@ -81,6 +87,12 @@ def prepared_session_user():
             .where(Session.id == bindparam("session_id", required=True))
             .order_by(Factor.created_at, Factor.id)
         )
-        prepared = (transactions.prepare(query, db.engine), transactions.prepare(factors, db.engine))
+        linked = (
+            select(LinkedIdentity)
+            .join(Session, Session.user_id == LinkedIdentity.user_id)
+            .where(Session.id == bindparam("session_id", required=True))
+            .order_by(LinkedIdentity.created_at)
+        )
+        prepared = tuple(transactions.prepare(statement, db.engine) for statement in (query, factors, linked))
         cache.session_user = (users, prepared)
     return cache.session_user[1]

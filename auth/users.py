@@ -85,16 +85,17 @@ def factors_of(user_ids):
     return found
 
 
-def user_object(row, factors=None):
+def user_object(row, factors=None, linked=None):
     """GoTrue's user object for a row of user_query; `id` is the integer user_id. `factors`: the
-    user's factor objects, read here when not given (a list of users reads them all at once)."""
+    user's factor objects, read here when not given (a list of users reads them all at once);
+    `linked`: the user's rows of minibase_identities, likewise."""
     if factors is None:
         factors = factors_of([row.user_id]).get(row.user_id, [])
     # The profile columns a user has filled in: GoTrue invents no null fields into user_metadata.
     profile = {name: getattr(row, name) for name in METADATA_COLUMNS}
     metadata = {**(row.extra or {}), **{name: value for name, value in profile.items() if value is not None}}
     created = timestamp(row.joined)
-    linked = identities(row)
+    linked = identities(row, linked)
     providers = list(dict.fromkeys(identity["provider"] for identity in linked))
     confirmed = None if row.unconfirmed else timestamp(row.confirmed_at) or created
     return {
@@ -126,15 +127,12 @@ def user_object(row, factors=None):
     }
 
 
-def identities(row):
-    """GoTrue's `identities` of a user: the e-mail one when they have a password, then the providers'."""
-    found = (
-        db.session.execute(
-            select(Identity).where(Identity.user_id == row.user_id).order_by(Identity.created_at)
-        )
-        .scalars()
-        .all()
-    )
+def identities(row, found=None):
+    """GoTrue's `identities` of a user: the e-mail one when they have a password, then the providers'
+    (`found`, the user's identity rows, are read here when not given)."""
+    if found is None:
+        query = select(Identity).where(Identity.user_id == row.user_id).order_by(Identity.created_at)
+        found = db.session.execute(query).scalars().all()
     shown = []
     created = timestamp(row.joined)
     if not row.external_only:
