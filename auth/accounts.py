@@ -9,7 +9,7 @@ from limits import parse as parse_limit
 from sqlalchemy import delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from auth import sessions, tokens
+from auth import identity, sessions, tokens
 from auth.passwords import (
     MIN_LENGTH,
     dummy_hash,
@@ -258,7 +258,8 @@ def sign_in(email, password, ip):
 
 def signed_in_user(who):
     """The caller's user object, from the row the bearer check loaded (auth.identity.Identity.user)."""
-    return user_object(who.user, list(who.factors), list(who.linked))
+    factors, linked = identity.factors_and_identities(who)
+    return user_object(who.user, factors, linked)
 
 
 def current_user(user_id):

@@ -24,9 +24,7 @@ class Identity:
     user_id: int | None = None
     session_id: str | None = None
     user: object = None  # the user and profile row (models.load_user's shape) of a signed-in caller
-    factors: tuple = ()  # the signed-in caller's factor objects (auth.users.factor_object)
     aal: str | None = None  # the session's assurance level: aal1, or aal2 after a second factor
-    linked: tuple = ()  # the signed-in caller's rows of minibase_identities (third-party sign-in)
 
 
 def api_key_role(key):
@@ -46,8 +44,7 @@ def identify(token):
     # A read of its own, prepared once and ended at once, on a pooled connection: no ORM session for
     # a request that needs none (GET /user), and a write that follows starts its transaction at its
     # first statement.
-    values = {"session_id": claims["session_id"]}
-    found, factors, linked = transactions.prepared(values, *prepared_session_user())
+    found = transactions.prepared({"session_id": claims["session_id"]}, prepared_session_user()[0])[0]
     row = found[0] if found else None
     if row is None:
         raise APIError(401, Auth.SESSION_NOT_FOUND, "Session from session_id claim in JWT does not exist")
@@ -57,17 +54,20 @@ def identify(token):
         raise user_not_found(401)
     if not row.active:
         raise user_inactive(401)
-    factor_objects = tuple(factor_object(f) for f in factors)
-    session_id = claims["session_id"]
-    return Identity(
-        "authenticated", row.user_id, session_id, row, factor_objects, row.session_aal, tuple(linked)
-    )
+    return Identity("authenticated", row.user_id, claims["session_id"], row, row.session_aal)
+
+
+def factors_and_identities(who):
+    """The signed-in caller's factor objects and identity rows, for the user object GET /user
+    answers with: prepared too, and run only then, not for every request a bearer token makes."""
+    factors, linked = transactions.prepared({"session_id": who.session_id}, *prepared_session_user()[1:])
+    return [factor_object(factor) for factor in factors], list(linked)
 
 
 def prepared_session_user():
-    """One round trip: a session (with its assurance level), its user with the profile /auth/v1/user
-    answers with, the user's factors and linked identities. Prepared once per users table
-    (database.transactions.prepare): every bearer token runs them."""
+    """A session (with its assurance level) and its user with the profile /auth/v1/user answers with,
+    which every bearer token runs; and the user's factors and linked identities, which GET /user
+    adds. Prepared once per users table (database.transactions.prepare)."""
     cache, users = state(), users_table()
     if cache.session_user is None or cache.session_user[0] is not users:
         query = (
