@@ -82,7 +82,7 @@ def _glob(pattern):
 
 
 def redirect_target(redirect_to):
-    """`redirect_to` when REDIRECT_ALLOW_LIST admits it (or it is SITE_URL itself, or below it), else
+    """`redirect_to` when REDIRECT_ALLOW_LIST admits it (or it is SITE_URL itself), else
     SITE_URL: no link hands its tokens to a site nobody listed."""
     site = setting("SITE_URL")
     if not redirect_to:
