@@ -92,6 +92,7 @@ VARIABLES = {
     "HOST": ("127.0.0.1", _text),
     "PORT": ("8000", lambda n, v: _integer(n, v, 1)),
     "THREADS": ("8", lambda n, v: _integer(n, v, 1)),
+    "WORKERS": ("1", lambda n, v: _integer(n, v, 1)),
     "DB_TIMEOUT": ("10", _seconds),
     "STATEMENT_TIMEOUT": ("10", _seconds),
     # E-mail: confirmation, recovery, magic links, one-time codes (README: Password reset and e-mail).

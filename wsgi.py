@@ -1,5 +1,6 @@
 """The WSGI entry point: a host that imports `app` (or `application`) from here gets the service;
-`python wsgi.py` serves it with waitress (server.py) and drains on SIGTERM."""
+`python wsgi.py` serves it with waitress (server.py), in WORKERS processes (workers.py) when set,
+and drains on SIGTERM."""
 
 import sys
 
@@ -11,17 +12,20 @@ app = application = create_app()
 
 def main():
     from auth import tokens
-    from runtime import server
+    from runtime import server, workers
 
-    writer = logs.log_in_batches()
     secret = app.config["JWT_SECRET"]
     print(f"anon key:         {tokens.api_key('anon', secret)}")
     if sys.stdout.isatty():
         print(f"service_role key: {tokens.api_key('service_role', secret)}")
     else:  # a service manager's log is read by more people than should hold this key
         print("service_role key: not printed to a log; `flask --app app keys` prints it")
-    host, port = app.config["HOST"], app.config["PORT"]
-    running = server.make_server(app, host, port, app.config["THREADS"])
+    host, port, threads = app.config["HOST"], app.config["PORT"], app.config["THREADS"]
+    if app.config["WORKERS"] > 1:
+        logs.log_directly()
+        sys.exit(workers.serve(app, host, port, threads, app.config["WORKERS"]))
+    writer = logs.log_in_batches()
+    running = server.make_server(app, host, port, threads)
     print(f"serving on http://{host}:{running.effective_port}", flush=True)
     try:
         server.serve(running)

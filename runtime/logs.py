@@ -6,17 +6,23 @@ itself under load (measured through waitress, 8 threads, 16 connections): reques
 their own lines queued for the handler's lock; a writer woken for each line (logging's
 QueueListener) took the GIL from the request threads once a line, and each handover waits on the
 others.
+
+Under WORKERS every process writes to the one stderr it inherited: a write of at most PIPE_BUF
+bytes to a pipe is never interleaved with another's, so each write is a run of whole lines that
+fits (a line longer than that is written alone).
 """
 
 import collections
 import logging
 import logging.handlers
+import select
 import sys
 import threading
 
 INTERVAL = 0.1  # seconds between two looks at the queue: the longest a line waits to be written
 MAX_QUEUED = 100_000  # records; past this (stderr not read, say) new ones are counted, not kept
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+WRITE_CHARS = select.PIPE_BUF // 4  # characters in one write: at most PIPE_BUF bytes of UTF-8
 
 
 class _Records(collections.deque):
@@ -83,12 +89,25 @@ class Writer:
                 "minibase", logging.WARNING, __file__, 0, message, (dropped, MAX_QUEUED), None
             )
             lines.append(self.formatter.format(note))
-        if lines:
-            try:
-                self.stream.write("\n".join(lines) + "\n")
+        try:
+            for piece in _pieces(lines):
+                self.stream.write(piece)
                 self.stream.flush()
-            except (OSError, ValueError):  # stderr closed or broken: nowhere to say so; keep draining
-                pass
+        except (OSError, ValueError):  # stderr closed or broken: nowhere to say so; keep draining
+            pass
+
+
+def _pieces(lines):
+    """`lines` as texts of whole lines, each of at most WRITE_CHARS characters where it can be."""
+    piece, size = [], 0
+    for line in lines:
+        if piece and size + len(line) + 1 > WRITE_CHARS:
+            yield "".join(piece)
+            piece, size = [], 0
+        piece.append(line + "\n")
+        size += len(line) + 1
+    if piece:
+        yield "".join(piece)
 
 
 def log_in_batches():
@@ -97,5 +116,12 @@ def log_in_batches():
     # (the logging HOWTO's "Optimization").
     logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
     writer = Writer().start()
-    logging.basicConfig(level=logging.INFO, handlers=[writer.handler()])
+    # force: a worker replaces the handler it inherited from the parent (log_directly)
+    logging.basicConfig(level=logging.INFO, handlers=[writer.handler()], force=True)
     return writer
+
+
+def log_directly():
+    """INFO and above to stderr, written at once by the thread that logs: for the parent of the
+    workers, which logs a line now and then and must not fork with a writer thread running."""
+    logging.basicConfig(level=logging.INFO, format=FORMAT, stream=sys.stderr, force=True)

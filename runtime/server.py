@@ -29,14 +29,15 @@ def _allow_open_files(needed):
         resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
 
 
-def make_server(app, host, port, threads):
+def make_server(app, host, port, threads, sockets=None):
+    """A waitress server bound to host:port, or accepting on `sockets` already listening."""
     _allow_open_files(CONNECTION_LIMIT + 100)
     # Under load waitress logs a warning for every queued request; the request log says enough.
     logging.getLogger("waitress.queue").setLevel(logging.ERROR)
+    where = {"sockets": sockets} if sockets else {"host": host, "port": port}
     return create_server(
         app,
-        host=host,
-        port=port,
+        **where,
         threads=threads,
         connection_limit=CONNECTION_LIMIT,
         channel_timeout=CHANNEL_TIMEOUT,

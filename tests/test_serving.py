@@ -1,8 +1,12 @@
 """The service as `python wsgi.py` runs it: a drain on SIGTERM and SIGINT, idle and half-sent
-connections that cannot take it offline, the headers every response carries, and a request log
-without secrets."""
+connections that cannot take it offline, the headers every response carries, a request log
+without secrets, and WORKERS processes sharing one port."""
 
+import http.client
+import json
+import logging
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -15,6 +19,7 @@ import pytest
 import requests
 
 from auth import tokens
+from runtime import logs
 from support import SECRET, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -215,3 +220,161 @@ def test_failed_sign_ins_are_counted_across_processes(start):
             f"{base}/auth/v1/token?grant_type=password", json=body, headers=headers, timeout=10
         )
         assert right.status_code == 429 and int(right.headers["Retry-After"]) > 0
+
+
+# --- WORKERS: several processes on one port
+
+
+def workers_of(process, count=2):
+    """The pids of the server's worker processes, once there are `count` of them."""
+    deadline = time.monotonic() + 10
+    while True:
+        found = set()
+        for entry in Path("/proc").iterdir():
+            try:
+                stat = (entry / "stat").read_text()
+            except (OSError, ValueError):
+                continue
+            if int(stat.rpartition(")")[2].split()[1]) == process.pid:  # the field after the state: ppid
+                found.add(int(entry.name))
+        if len(found) == count or time.monotonic() > deadline:
+            return found
+        time.sleep(0.05)
+
+
+def owner(connection, pids):
+    """Which of `pids` holds the server's end of `connection` (an http.client connection), found
+    through the socket's inode in /proc/net/tcp; None until a worker has accepted it."""
+    port = connection.sock.getsockname()[1]
+    server_port = connection.sock.getpeername()[1]
+    inode = None
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        local, remote = (int(address.rpartition(":")[2], 16) for address in fields[1:3])
+        if (local, remote) == (server_port, port) and fields[9] != "0":
+            inode = f"socket:[{fields[9]}]"
+    for pid in pids:
+        try:
+            if any(os.readlink(fd) == inode for fd in Path(f"/proc/{pid}/fd").iterdir()):
+                return pid
+        except OSError:
+            continue
+    return None
+
+
+def connect_until_each_holds(base, pids, each, send=None):
+    """Open connections to the server until every worker in `pids` holds `each` of them (the
+    kernel hands a connection to whichever worker accepts first); with `send`, each connection
+    sends that request once its worker is known. {connection: pid}."""
+    host, port = base.removeprefix("http://").split(":")
+    held = {}
+    for _ in range(200):
+        connection = http.client.HTTPConnection(host, int(port), timeout=60)
+        connection.connect()
+        deadline = time.monotonic() + 5
+        while (pid := owner(connection, pids)) is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if pid is None or sum(p == pid for p in held.values()) >= each:
+            connection.close()
+            continue
+        held[connection] = pid
+        if send is not None:
+            send(connection)
+        if all(sum(p == pid for p in held.values()) >= each for pid in pids):
+            return held
+    raise AssertionError(f"the workers did not all accept connections: {held}")
+
+
+def test_two_workers_answer_on_one_port(start):
+    process, base, anon = start(WORKERS=2, THREADS=2)
+    pids = workers_of(process)
+    assert len(pids) == 2 and process.pid not in pids
+    served = {}
+    for connection, pid in connect_until_each_holds(base, pids, each=3).items():
+        connection.request("GET", "/rest/v1/", headers={"apikey": anon})
+        response = connection.getresponse()
+        assert response.status == 200 and response.read()
+        served[pid] = served.get(pid, 0) + 1
+        assert owner(connection, pids) == pid  # the same worker answered on its connection
+        connection.close()
+    assert served == {pid: 3 for pid in pids}
+    # one log: the parent's stderr holds every worker's lines, one whole line each
+    lines = server_log(process, until="GET /rest/v1/ 200").splitlines()
+    deadline = time.monotonic() + 10
+    while sum("GET /rest/v1/ 200" in line for line in lines) < 6 and time.monotonic() < deadline:
+        time.sleep(0.05)
+        lines = server_log(process).splitlines()
+    assert sum(line.endswith("GET /rest/v1/ 200 " + line.rpartition(" ")[2]) for line in lines) == 6
+
+
+def test_a_killed_worker_is_replaced_and_the_service_keeps_answering(start):
+    process, base, anon = start(WORKERS=2, THREADS=2)
+    pids = workers_of(process)
+    killed = min(pids)
+    os.kill(killed, signal.SIGKILL)
+    answers = [requests.get(f"{base}/health", timeout=10).status_code for _ in range(20)]
+    assert answers == [200] * 20  # the other worker answered while the first was replaced
+    deadline = time.monotonic() + 10
+    while (now := workers_of(process)) and killed in now or len(now) < 2:
+        assert time.monotonic() < deadline, now
+        time.sleep(0.05)
+    assert len(now) == 2 and len(now & pids) == 1
+    (replacement,) = now - pids
+    for connection in connect_until_each_holds(base, now, each=1):
+        connection.request("GET", "/health")
+        assert connection.getresponse().status == 200
+        connection.close()
+    assert f"worker {killed} exited unexpectedly (signal SIGKILL)" in server_log(process)
+    assert f"worker {replacement} started" in server_log(process)
+
+
+def test_sigterm_drains_every_worker_and_exits_0(start):
+    # bcrypt at cost 12: each sign-up is in flight for a good fraction of a second
+    process, base, anon = start(WORKERS=2, THREADS=2, BCRYPT_ROUNDS=12)
+    pids = workers_of(process)
+    sent = []
+
+    def sign_up(connection):
+        body = json.dumps({"email": f"w{len(sent)}@example.com", "password": "secret-pw"})
+        connection.request(
+            "POST", "/auth/v1/signup", body, {"apikey": anon, "Content-Type": "application/json"}
+        )
+        sent.append(connection)
+
+    held = connect_until_each_holds(base, pids, each=3, send=sign_up)
+    time.sleep(0.2)
+    process.send_signal(signal.SIGTERM)
+    statuses = [connection.getresponse().status for connection in sent]
+    for connection in sent:
+        connection.close()
+    assert statuses == [200] * 6 and sorted(held.values()) == sorted(list(pids) * 3)
+    assert process.wait(timeout=40) == 0
+    with pytest.raises(requests.ConnectionError):
+        requests.get(f"{base}/health", timeout=2)
+    log = server_log(process)
+    assert log.count("POST /auth/v1/signup 200") == 6
+    assert log.count("finishing the requests in flight") == 2
+    assert log.rstrip().endswith("INFO minibase: stopped") and not workers_of(process, count=0)
+
+
+def test_workers_write_the_log_in_whole_lines_that_a_pipe_keeps_together():
+    """Every worker writes to the one stderr: a write of at most PIPE_BUF bytes to a pipe is never
+    interleaved with another process's, so the writer writes whole lines in pieces that fit."""
+    writes = []
+
+    class Stream:
+        def write(self, text):
+            writes.append(text)
+
+        def flush(self):
+            pass
+
+    writer = logs.Writer(stream=Stream(), interval=3600)
+    record = logging.LogRecord("minibase.requests", logging.INFO, __file__, 0, "GET /é%s 200", None, None)
+    for n in range(500):
+        writer.records.put_nowait(logging.makeLogRecord({**record.__dict__, "args": (n,)}))
+    writer.write_pending()
+    assert len(writes) > 1 and all(len(w.encode()) <= select.PIPE_BUF for w in writes)
+    assert all(w.endswith("\n") for w in writes)
+    lines = "".join(writes).splitlines()
+    assert [line.rpartition("/é")[2] for line in lines] == [f"{n} 200" for n in range(500)]

@@ -1,0 +1,178 @@
+"""Several processes serving one port (WORKERS > 1), so the service uses more than one core.
+
+The parent binds the listening socket once and forks the workers; every worker is a waitress
+server (server.py) with THREADS threads accepting on that shared socket, so the kernel hands each
+new connection to whichever worker takes it first. The app was created, and its migrations run,
+before the fork; a worker drops the database connections it inherited (without closing them: they
+are the parent's) and opens its own, and starts a log writer of its own on the same stderr.
+
+SIGTERM or SIGINT to the parent: it closes its copy of the listener and passes SIGTERM on; each
+worker drains as a single process does (no new connections, the requests in flight finish, up to
+DRAIN_SECONDS) and exits 0; then the parent exits 0. A worker that dies otherwise is replaced.
+A worker whose parent is gone drains and exits rather than serve on alone.
+"""
+
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+
+from extensions import db
+from runtime import logs, server
+
+log = logging.getLogger("minibase")
+
+BACKLOG = 1024  # connections the kernel queues before a worker accepts them (waitress's default)
+RESPAWN_PAUSE = 1.0  # seconds between replacements of a worker that dies as soon as it starts
+LOOK_SECONDS = 0.2  # how often the parent looks for a worker that exited
+STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
+
+
+def listen(host, port):
+    """The listening socket the workers share."""
+    family, kind, proto, _, address = socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if family == socket.AF_INET6:
+        sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+    sock.bind(address)
+    sock.listen(BACKLOG)
+    return sock
+
+
+class _Stop(threading.Event):
+    """A worker's stop flag: set by SIGTERM or SIGINT, and true as well once the parent is gone."""
+
+    def __init__(self, parent):
+        super().__init__()
+        self.parent = parent
+
+    def is_set(self):
+        return super().is_set() or os.getppid() != self.parent
+
+
+def _work(app, listener, threads, parent):
+    """A worker's life, in the forked child; never returns."""
+    status = 1
+    try:
+        stop = _Stop(parent)
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, lambda *_: stop.set())
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+        writer = logs.log_in_batches()
+        try:
+            with app.app_context():
+                db.engine.dispose(close=False)  # the parent's connections stay the parent's
+            running = server.make_server(app, None, None, threads, sockets=[listener])
+            server.serve(running, stop)
+            status = 0
+        except Exception:
+            log.exception("worker %s failed", os.getpid())
+        finally:
+            writer.stop()
+    finally:
+        os._exit(status)  # not the parent's exit: none of its finally blocks or atexit hooks
+
+
+class Supervisor:
+    """The parent: forks `count` workers, replaces the ones that die, and drains them all."""
+
+    def __init__(self, app, listener, threads, count):
+        self.app, self.listener, self.threads, self.count = app, listener, threads, count
+        self.workers = {}  # pid -> when it started
+        self.stop = threading.Event()
+        self.failed = False
+
+    def start_worker(self):
+        parent = os.getpid()
+        # A stop signal between the fork and the worker's own handlers would reach the parent's.
+        signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        try:
+            pid = os.fork()
+            if pid == 0:
+                _work(self.app, self.listener, self.threads, parent)
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+        self.workers[pid] = time.monotonic()
+        log.info("worker %s started", pid)
+
+    def reap(self, timeout=0.0):
+        """Collect the workers that exited, waiting up to `timeout` for the first; their pids and
+        exit statuses."""
+        deadline = time.monotonic() + timeout
+        exited = []
+        while self.workers:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                if exited or time.monotonic() >= deadline:
+                    break
+                time.sleep(0.05)
+                continue
+            started = self.workers.pop(pid, None)
+            if started is not None:
+                exited.append((pid, status, time.monotonic() - started))
+        return exited
+
+    def run(self, drain_seconds=server.DRAIN_SECONDS):
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, lambda *_: self.stop.set())
+        with self.app.app_context():
+            db.engine.dispose()  # the parent serves nothing: no connection of its own to hand down
+        for _ in range(self.count):
+            self.start_worker()
+        while not self.stop.is_set():
+            for pid, status, lived in self.reap():
+                log.warning("worker %s exited unexpectedly (%s): starting another", pid, _describe(status))
+                if lived < RESPAWN_PAUSE:
+                    self.stop.wait(RESPAWN_PAUSE)
+                if not self.stop.is_set():
+                    self.start_worker()
+            self.stop.wait(LOOK_SECONDS)
+        return self.drain(drain_seconds)
+
+    def drain(self, seconds):
+        """Close the listener here and have every worker drain; 0 when every one exited 0."""
+        log.info("stopping %s workers", len(self.workers))
+        self.listener.close()
+        for pid in self.workers:
+            _signal(pid, signal.SIGTERM)
+        deadline = time.monotonic() + seconds + 5
+        while self.workers and time.monotonic() < deadline:
+            for pid, status, _ in self.reap(timeout=deadline - time.monotonic()):
+                if os.waitstatus_to_exitcode(status) != 0:
+                    log.warning("worker %s exited (%s)", pid, _describe(status))
+                    self.failed = True
+        for pid in self.workers:
+            log.warning("worker %s did not stop: killed", pid)
+            _signal(pid, signal.SIGKILL)
+            self.failed = True
+        self.reap(timeout=1)
+        log.info("stopped")
+        return 1 if self.failed else 0
+
+
+def _signal(pid, signum):
+    try:
+        os.kill(pid, signum)
+    except ProcessLookupError:
+        pass
+
+
+def _describe(status):
+    code = os.waitstatus_to_exitcode(status)
+    return f"signal {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
+
+
+def serve(app, host, port, threads, count):
+    """Serve `app` on host:port with `count` worker processes until SIGTERM or SIGINT; the exit
+    status for the parent."""
+    listener = listen(host, port)
+    print(f"serving on http://{host}:{listener.getsockname()[1]} with {count} workers", flush=True)
+    return Supervisor(app, listener, threads, count).run()
