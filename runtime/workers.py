@@ -1,8 +1,11 @@
 """Several processes serving one port (WORKERS > 1), so the service uses more than one core.
 
 The parent binds the listening socket once and forks the workers; every worker is a waitress
-server (server.py) with THREADS threads accepting on that shared socket, so the kernel hands each
-new connection to whichever worker takes it first. The app was created, and its migrations run,
+server (server.py) with THREADS threads accepting on that shared socket. Left to the kernel, the
+worker that wakes first takes every new connection, and a client that keeps its connections open
+(a proxy's keep-alive pool, a load test) would be served by one worker alone: so each worker
+publishes how many connections it holds (Balance), and only the ones that hold fewest, give or
+take one, accept. The app was created, and its migrations run,
 before the fork; a worker drops the database connections it inherited (without closing them: they
 are the parent's) and opens its own, and starts a log writer of its own on the same stderr.
 
@@ -13,6 +16,7 @@ A worker whose parent is gone drains and exits rather than serve on alone.
 """
 
 import logging
+import mmap
 import os
 import signal
 import socket
@@ -28,6 +32,8 @@ BACKLOG = 1024  # connections the kernel queues before a worker accepts them (wa
 RESPAWN_PAUSE = 1.0  # seconds between replacements of a worker that dies as soon as it starts
 LOOK_SECONDS = 0.2  # how often the parent looks for a worker that exited
 STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
+STALE_SECONDS = 2.0  # a worker that has not published for this long is not waited for (a loop
+# looks at least every server.POLL_SECONDS)
 
 
 def listen(host, port):
@@ -44,6 +50,37 @@ def listen(host, port):
     return sock
 
 
+class Balance:
+    """How many connections each worker holds, in memory the forked workers share: a worker
+    accepts only while it holds no more than one more than the fewest a live worker holds."""
+
+    def __init__(self, count):
+        self.count = count
+        self.shared = memoryview(mmap.mmap(-1, 16 * count)).cast("d")  # (connections, when) a slot
+
+    def clear(self, slot):
+        self.shared[2 * slot] = self.shared[2 * slot + 1] = 0.0
+
+    def may_accept(self, slot, connections):
+        now = time.monotonic()
+        self.shared[2 * slot], self.shared[2 * slot + 1] = connections, now
+        fewest = min(
+            self.shared[2 * n]
+            for n in range(self.count)
+            if n == slot or now - self.shared[2 * n + 1] < STALE_SECONDS
+        )
+        return connections <= fewest + 1
+
+    def guard(self, running, slot):
+        """Make the waitress server `running` accept only when `may_accept` says so."""
+        readable = running.readable  # waitress's own: its upkeep, and the connection limit
+
+        def balanced():
+            return readable() and self.may_accept(slot, len(running.active_channels))
+
+        running.readable = balanced
+
+
 class _Stop(threading.Event):
     """A worker's stop flag: set by SIGTERM or SIGINT, and true as well once the parent is gone."""
 
@@ -55,7 +92,7 @@ class _Stop(threading.Event):
         return super().is_set() or os.getppid() != self.parent
 
 
-def _work(app, listener, threads, parent):
+def _work(app, listener, threads, parent, balance, slot):
     """A worker's life, in the forked child; never returns."""
     status = 1
     try:
@@ -68,6 +105,7 @@ def _work(app, listener, threads, parent):
             with app.app_context():
                 db.engine.dispose(close=False)  # the parent's connections stay the parent's
             running = server.make_server(app, None, None, threads, sockets=[listener])
+            balance.guard(running, slot)
             server.serve(running, stop)
             status = 0
         except Exception:
@@ -83,21 +121,23 @@ class Supervisor:
 
     def __init__(self, app, listener, threads, count):
         self.app, self.listener, self.threads, self.count = app, listener, threads, count
-        self.workers = {}  # pid -> when it started
+        self.workers = {}  # pid -> (its slot in the balance, when it started)
+        self.balance = Balance(count)
         self.stop = threading.Event()
         self.failed = False
 
-    def start_worker(self):
+    def start_worker(self, slot):
         parent = os.getpid()
+        self.balance.clear(slot)
         # A stop signal between the fork and the worker's own handlers would reach the parent's.
         signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
         try:
             pid = os.fork()
             if pid == 0:
-                _work(self.app, self.listener, self.threads, parent)
+                _work(self.app, self.listener, self.threads, parent, self.balance, slot)
         finally:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
-        self.workers[pid] = time.monotonic()
+        self.workers[pid] = (slot, time.monotonic())
         log.info("worker %s started", pid)
 
     def reap(self, timeout=0.0):
@@ -115,9 +155,9 @@ class Supervisor:
                     break
                 time.sleep(0.05)
                 continue
-            started = self.workers.pop(pid, None)
-            if started is not None:
-                exited.append((pid, status, time.monotonic() - started))
+            slot, started = self.workers.pop(pid, (None, None))
+            if slot is not None:
+                exited.append((pid, slot, status, time.monotonic() - started))
         return exited
 
     def run(self, drain_seconds=server.DRAIN_SECONDS):
@@ -125,15 +165,15 @@ class Supervisor:
             signal.signal(signum, lambda *_: self.stop.set())
         with self.app.app_context():
             db.engine.dispose()  # the parent serves nothing: no connection of its own to hand down
-        for _ in range(self.count):
-            self.start_worker()
+        for slot in range(self.count):
+            self.start_worker(slot)
         while not self.stop.is_set():
-            for pid, status, lived in self.reap():
+            for pid, slot, status, lived in self.reap():
                 log.warning("worker %s exited unexpectedly (%s): starting another", pid, _describe(status))
                 if lived < RESPAWN_PAUSE:
                     self.stop.wait(RESPAWN_PAUSE)
                 if not self.stop.is_set():
-                    self.start_worker()
+                    self.start_worker(slot)
             self.stop.wait(LOOK_SECONDS)
         return self.drain(drain_seconds)
 
@@ -145,7 +185,7 @@ class Supervisor:
             _signal(pid, signal.SIGTERM)
         deadline = time.monotonic() + seconds + 5
         while self.workers and time.monotonic() < deadline:
-            for pid, status, _ in self.reap(timeout=deadline - time.monotonic()):
+            for pid, _, status, _ in self.reap(timeout=deadline - time.monotonic()):
                 if os.waitstatus_to_exitcode(status) != 0:
                     log.warning("worker %s exited (%s)", pid, _describe(status))
                     self.failed = True

@@ -378,3 +378,22 @@ def test_workers_write_the_log_in_whole_lines_that_a_pipe_keeps_together():
     assert all(w.endswith("\n") for w in writes)
     lines = "".join(writes).splitlines()
     assert [line.rpartition("/é")[2] for line in lines] == [f"{n} 200" for n in range(500)]
+
+
+def test_kept_open_connections_are_spread_over_the_workers(start):
+    """Left to the kernel, the worker that wakes first took all sixteen of a load test's
+    connections and the other one idled; each worker now accepts only while it holds fewest."""
+    process, base, anon = start(WORKERS=2, THREADS=2)
+    pids = workers_of(process)
+    host, port = base.removeprefix("http://").split(":")
+    connections = [http.client.HTTPConnection(host, int(port), timeout=10) for _ in range(12)]
+    for connection in connections:  # all at once, as a load test starts
+        connection.connect()
+    held = []
+    for connection in connections:
+        connection.request("GET", "/health")  # kept open afterwards, as a keep-alive client does
+        assert connection.getresponse().read()
+        held.append(owner(connection, pids))
+    for connection in connections:
+        connection.close()
+    assert min(held.count(pid) for pid in pids) >= 4, held  # 2 of 12 without the balance
