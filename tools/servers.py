@@ -22,10 +22,13 @@ LOGS = Path(tempfile.gettempdir()) / "minibase-bench-logs"
 
 CEILING_APP = """
 import sqlite3, sys, threading
+from urllib.parse import urlsplit
 from flask import Flask
 from waitress import serve
 app = Flask("ceiling")
 local = threading.local()
+COLUMNS = ("id", "name", "location", "price", "owner_id")
+SQL = "SELECT id, name, location, price, owner_id FROM items WHERE id = "
 @app.get("/")
 def index():
     return {"status": "ok"}
@@ -33,8 +36,19 @@ def index():
 def row(key):  # the least a read by key can do: one sqlite3 query on a connection of the thread's own
     if not hasattr(local, "db"):
         local.db = sqlite3.connect(sys.argv[3])
-    found = local.db.execute("SELECT id, name, location, price, owner_id FROM items WHERE id = ?", (key,))
-    return [dict(zip(("id", "name", "location", "price", "owner_id"), r)) for r in found.fetchall()]
+    found = local.db.execute(SQL + "?", (key,))
+    return [dict(zip(COLUMNS, r)) for r in found.fetchall()]
+@app.get("/mysql/<int:key>")
+def mysql_row(key):  # the same with one PyMySQL query
+    if not hasattr(local, "mysql"):
+        import pymysql
+        url = urlsplit(sys.argv[4])
+        local.mysql = pymysql.connect(host=url.hostname, port=url.port, user=url.username,
+                                      password=url.password or "", database=url.path.lstrip("/"),
+                                      charset="utf8mb4", autocommit=True)
+    with local.mysql.cursor() as cursor:
+        cursor.execute(SQL + "%s", (key,))
+        return [dict(zip(COLUMNS, r)) for r in cursor.fetchall()]
 serve(app, host="127.0.0.1", port=int(sys.argv[1]), threads=int(sys.argv[2]), _quiet=True)
 """
 
@@ -185,7 +199,8 @@ def wait_until_up(process, url, name):
     raise SystemExit(f"{name} did not start")
 
 
-def start_minibase(workdir, url, tables=TABLES_TOML):
+def start_minibase(workdir, url, tables=TABLES_TOML, **settings):
+    """minibase under `python wsgi.py` over `tables`, with `settings` (WORKERS, say) in its environment."""
     (workdir / "tables.toml").write_text(tables)
     port = free_port()
     env = {
@@ -195,16 +210,19 @@ def start_minibase(workdir, url, tables=TABLES_TOML):
         "RATE_LIMITS": "off",
         "PORT": str(port),
         "TABLES_CONFIG": str(workdir / "tables.toml"),
+        **{name: str(value) for name, value in settings.items()},
     }
     process = spawn([sys.executable, "wsgi.py"], LOGS / "minibase.log", cwd=ROOT, env=env)
     wait_until_up(process, f"http://127.0.0.1:{port}/health", "minibase")
     return process, f"http://127.0.0.1:{port}"
 
 
-def start_ceiling(path):
+def start_ceiling(path, mysql_url=""):
+    """The ceiling app over the SQLite file `path` (and the MariaDB at `mysql_url`, when given)."""
     port = free_port()
     threads = os.environ.get("THREADS", "8")
-    process = spawn([sys.executable, "-c", CEILING_APP, str(port), threads, str(path)], LOGS / "ceiling.log")
+    command = [sys.executable, "-c", CEILING_APP, str(port), threads, str(path), mysql_url]
+    process = spawn(command, LOGS / "ceiling.log")
     wait_until_up(process, f"http://127.0.0.1:{port}/", "the ceiling")
     return process, f"http://127.0.0.1:{port}"
 
@@ -264,10 +282,21 @@ def stop(process):
 
 
 def rss_mb(process):
-    for line in Path(f"/proc/{process.pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+    """The largest resident set of the process and its children (the workers), MB."""
+    pids = [process.pid] + [int(p) for p in _children(process.pid)]
+    sizes = [0.0]
+    for pid in pids:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                sizes.append(int(line.split()[1]) / 1024)
+    return max(sizes)
+
+
+def _children(pid):
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        children = task / "children"
+        if children.exists():
+            yield from children.read_text().split()
 
 
 def sign_up(base, key):
