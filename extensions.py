@@ -19,7 +19,7 @@ class Base(DeclarativeBase):
 @dataclass
 class Schema:
     """The reflected exposed tables, when each name was last looked up, and the prepared plans of
-    reads (tables.read_plan), most recently used last."""
+    reads (rest.reflection.read_plan), most recently used last."""
 
     tables: dict = field(default_factory=dict)
     checked: dict = field(default_factory=dict)

@@ -1,7 +1,7 @@
 """Embedding related rows in a read (`select=*,author:users(username),comments(*)`), as PostgREST
 does: which relationship an embed means, who may read it, and the queries that fetch it.
 
-Relationships are the foreign keys tables.py found when it reflected a table, declared in the
+Relationships are the foreign keys rest/reflection.py found when it reflected a table, declared in the
 database or in tables.toml's `references`: many-to-one (an object or null), one-to-one (the same,
 when the key is also unique on the other side), one-to-many (an array) and many-to-many through a
 junction table whose primary key (or one unique key) holds a foreign key to each side.

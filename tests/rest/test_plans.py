@@ -67,7 +67,7 @@ def test_plans_are_bounded(rest, monkeypatch):
         assert [key[1][0][0] for key in plans] == ["qty", "code", "note"]  # the most recently used
 
 
-# --- prepared plans run straight on the DBAPI (connections.Prepared)
+# --- prepared plans run straight on the DBAPI (database.transactions.prepare)
 
 
 def sqlalchemy_statements(app, request):
