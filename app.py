@@ -1,5 +1,7 @@
 """The application factory: configuration, extensions, blueprints and error handlers."""
 
+import tomllib
+
 from alembic import command
 from flask import Flask
 from werkzeug.middleware.proxy_fix import ProxyFix
@@ -12,11 +14,14 @@ from extensions import Minibase, cors, db, limiter, migrate
 from models import users_table
 from rest import policies
 from runtime import cli
+from storage import buckets
 
 MIGRATIONS = config.ROOT / "migrations"
 # Response headers a browser app may read (the SDKs read all of these).
 EXPOSED_HEADERS = [
+    "Content-Disposition",
     "Content-Range",
+    "ETag",
     "Link",
     "Location",
     "Preference-Applied",
@@ -55,16 +60,17 @@ def create_app(test_config=None):
     )
     app.extensions["minibase"] = Minibase()
 
-    from blueprints import admin, auth, health, rest
+    from blueprints import admin, auth, health, rest, storage
 
     app.register_blueprint(health.bp)
     app.register_blueprint(auth.bp)
     app.register_blueprint(admin.bp)
     app.register_blueprint(rest.bp)
+    app.register_blueprint(storage.bp)
     gateway.init_app(app)
     responses.register(app)
     cli.register(app)
-    policies.init_app(app)
+    load_tables_config(app)
 
     connections.init_app(app)
     mail.warn_if_not_configured(app)
@@ -72,7 +78,29 @@ def create_app(test_config=None):
         if app.config["AUTO_MIGRATE"]:
             upgrade_database()
             users_table()
+            buckets.ensure_synced()
     return app
+
+
+def load_tables_config(app):
+    """tables.toml: its [tables.*] and [functions.*] for the table API, its [buckets.*] for storage."""
+    buckets.init_app(app)
+    path = app.config.get("TABLES_CONFIG")
+    if path is None or not app.extensions["minibase"].buckets:
+        policies.init_app(app)
+        return
+    # rest.policies refuses sections it does not know: it gets the file without [buckets.*].
+    document = policies_document(path)
+    tables, functions = policies.parse(document, app.config["USERS_TABLE"], source=str(path))
+    app.extensions["minibase"].policies = tables
+    app.extensions["minibase"].functions = functions
+
+
+def policies_document(path):
+    with open(path, "rb") as file:
+        document = tomllib.load(file)
+    document.pop("buckets", None)
+    return document
 
 
 def upgrade_database():

@@ -41,6 +41,9 @@ class Minibase:
     send_seconds: float = 0.05  # how long a recovery mail takes to send, on average (emails.recover)
     schema: Schema = field(default_factory=Schema)
     mail_templates: object = None  # the e-mails' Jinja environment (auth.mail.templates)
+    buckets: dict = field(default_factory=dict)  # bucket name -> storage.buckets.Declared, from tables.toml
+    buckets_synced: bool = False  # whether the declared buckets were made or updated in the database
+    storage_backend: object = None  # where objects' bytes live (storage.files.backend)
 
 
 def state():
