@@ -31,6 +31,7 @@ import sqlalchemy as sa
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from auth import tokens  # noqa: E402
+from tools.bench_storage import bench_storage  # noqa: E402
 from tools.servers import (  # noqa: E402
     LOGS,
     PASSWORD,
@@ -252,6 +253,7 @@ def main():
         stop(minibase)
         stop(peer)
         report("SQLite: one indexed filter, 1,000 rows vs a million", bench_scale(workdir, results, key))
+        report("Storage: 1 MB downloads and uploads, SQLite metadata, disk", bench_storage(results, workdir))
         bench_mariadb(workdir, results, key, top)
     finally:
         for process in processes:
