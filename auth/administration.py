@@ -6,7 +6,7 @@ from sqlalchemy.exc import IntegrityError
 
 from auth import sessions, tokens
 from auth.accounts import change_user, create_user, locked_profile_value, merged, set_active
-from auth.users import factors_of, load_user, user_object, user_query
+from auth.users import factors_of, identities_of, load_user, user_object, user_query
 from database.transactions import transactional
 from errors import APIError, Auth, user_not_found
 from extensions import db
@@ -27,8 +27,11 @@ def admin_list_users(page, per_page):
     rows = db.session.execute(
         user_query().order_by(users.c.user_id.desc()).limit(per_page).offset((page - 1) * per_page)
     ).all()
-    factors = factors_of([row.user_id for row in rows])
-    return [user_object(row, factors.get(row.user_id, [])) for row in rows], total
+    ids = [row.user_id for row in rows]
+    factors, linked = factors_of(ids), identities_of(ids)  # one query each for the page, not per user
+    return [
+        user_object(row, factors.get(row.user_id, []), linked.get(row.user_id, [])) for row in rows
+    ], total
 
 
 @transactional

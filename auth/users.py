@@ -75,6 +75,16 @@ def factor_object(factor):
     }
 
 
+def identities_of(user_ids):
+    """{user_id: [their rows of minibase_identities, oldest first]} of the given users (who have any)."""
+    found = {}
+    if user_ids:
+        query = select(Identity).where(Identity.user_id.in_(user_ids)).order_by(Identity.created_at)
+        for identity in db.session.execute(query).scalars():
+            found.setdefault(identity.user_id, []).append(identity)
+    return found
+
+
 def factors_of(user_ids):
     """{user_id: [factor objects, oldest first]} of the given users (who have any)."""
     found = {}
