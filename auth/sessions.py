@@ -156,11 +156,16 @@ def start_checked(user_id, method):
     row = load_user(user_id)
     if row is None:
         raise user_not_found()
+    refuse_if_locked_out(row)
+    return start(user_id, method)
+
+
+def refuse_if_locked_out(row):
+    """A 400 for a user who may not have a session: deactivated, or banned for now."""
     if not row.active:
         raise user_inactive()
     if is_banned(row.banned_until):
         raise user_banned()
-    return start(user_id, method)
 
 
 # --- refreshing
@@ -203,10 +208,7 @@ def refresh(token):
     user = load_user(session.user_id)
     if user is None:
         raise refresh_token_not_found()
-    if not user.active:
-        raise user_inactive()
-    if is_banned(user.banned_until):
-        raise user_banned()
+    refuse_if_locked_out(user)
     return session_object(user, session, current)
 
 
