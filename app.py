@@ -17,13 +17,16 @@ from extensions import Minibase, cors, db, limiter, migrate
 from models import users_table
 from rest import policies, reflection
 from runtime import cli
+from storage import buckets
 
 MIGRATIONS = config.ROOT / "migrations"
 RETRY_SECONDS = 1.0  # between two attempts to migrate while the database is down
 log = logging.getLogger("minibase")
 # Response headers a browser app may read (the SDKs read all of these).
 EXPOSED_HEADERS = [
+    "Content-Disposition",
     "Content-Range",
+    "ETag",
     "Link",
     "Location",
     "Preference-Applied",
@@ -62,16 +65,18 @@ def create_app(test_config=None):
     )
     app.extensions["minibase"] = Minibase()
 
-    from blueprints import admin, auth, health, rest
+    from blueprints import admin, auth, health, rest, storage
 
     app.register_blueprint(health.bp)
     app.register_blueprint(auth.bp)
     app.register_blueprint(admin.bp)
     app.register_blueprint(rest.bp)
+    app.register_blueprint(storage.bp)
     gateway.init_app(app)
     responses.register(app)
     cli.register(app)
     policies.init_app(app)
+    buckets.init_app(app)
 
     connections.init_app(app)
     mail.warn_if_not_configured(app)
@@ -93,6 +98,7 @@ def prepare_database():
         if current_app.config["AUTO_MIGRATE"]:
             upgrade_database()
             users_table()
+            buckets.ensure_synced()
         reflection.check_row_policies()
     except OperationalError as exc:
         url = make_url(current_app.config["DATABASE_URL"])

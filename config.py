@@ -4,6 +4,7 @@ parsed and checked once at start."""
 import logging
 import math
 import os
+import re
 import secrets
 from pathlib import Path
 
@@ -70,6 +71,30 @@ def _keys(name, raw):
     return ",".join(keys)
 
 
+SIZE_UNITS = {"B": 1, "KB": 1024, "MB": 1024**2, "GB": 1024**3, "TB": 1024**4}
+SIZE = re.compile(r"\s*([0-9]{1,15})\s*([KMGT]?B)?\s*", re.IGNORECASE)
+
+
+def parse_size(raw):
+    """Bytes from an integer or "5MB"-style text (binary units, as Supabase's 50MB = 52428800), or
+    None when it is neither."""
+    if isinstance(raw, bool):
+        return None
+    if isinstance(raw, int):
+        return raw if raw >= 0 else None
+    match = SIZE.fullmatch(raw) if isinstance(raw, str) else None
+    if match is None:
+        return None
+    return int(match[1]) * SIZE_UNITS[(match[2] or "B").upper()]
+
+
+def _size(name, raw):
+    value = parse_size(raw)
+    if not value:
+        raise ConfigError(f"{name} must be a size such as 50MB, 512KB or 1048576, not {raw!r}")
+    return value
+
+
 # name: (default, parser); a default of None means "derived below when unset".
 VARIABLES = {
     "DATABASE_URL": ("sqlite:///instance/minibase.db", _text),
@@ -111,6 +136,15 @@ VARIABLES = {
     "EMAIL_TEMPLATES": (None, _text),
     # Multi-factor authentication (docs/auth.md): what TOTP secrets are sealed with; JWT_SECRET when unset.
     "MFA_ENCRYPTION_KEY": (None, _keys),
+    # Storage (docs/storage.md).
+    "STORAGE_ROOT": ("instance/storage", _text),
+    "STORAGE_FILE_SIZE_LIMIT": ("50MB", lambda n, v: _size(n, v)),
+    "STORAGE_BACKEND": ("disk", lambda n, v: _choice(n, v, ("disk", "s3"))),
+    "S3_ENDPOINT": (None, _text),
+    "S3_BUCKET": (None, _text),
+    "S3_REGION": ("us-east-1", _text),
+    "S3_ACCESS_KEY_ID": (None, _text),
+    "S3_SECRET_ACCESS_KEY": (None, _text),
 }
 
 # Third-party sign-in (docs/auth.md): GoTrue's EXTERNAL_<PROVIDER>_* names. URL is the provider's
@@ -193,12 +227,14 @@ def flask_settings(settings):
     tables = settings["TABLES_CONFIG"]
     if tables is None and (ROOT / "tables.toml").exists():
         tables = str(ROOT / "tables.toml")
+    storage_root = Path(settings["STORAGE_ROOT"])
     external = settings["API_EXTERNAL_URL"] or f"http://{settings['HOST']}:{settings['PORT']}"
     return {
         **settings,
         "API_EXTERNAL_URL": external.rstrip("/"),
         "DATABASE_URL": url,
         "TABLES_CONFIG": tables,
+        "STORAGE_ROOT": str(storage_root if storage_root.is_absolute() else ROOT / storage_root),
         "SQLALCHEMY_DATABASE_URI": url,
         "SQLALCHEMY_ENGINE_OPTIONS": engine_options(url, settings["DB_TIMEOUT"]),
         "MAX_CONTENT_LENGTH": 1024 * 1024,

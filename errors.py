@@ -1,6 +1,7 @@
 """One error type and its codes in one place. The auth API's codes are GoTrue's snake_case
 `error_code`s; the table API's are what PostgREST sends: a PostgreSQL SQLSTATE or one of PostgREST's
-own `PGRST…` codes. blueprints/responses.py renders them in the body each API promises."""
+own `PGRST…` codes; Storage's are Supabase Storage's. blueprints/responses.py renders them in the body
+each API promises."""
 
 
 class Auth:
@@ -97,6 +98,31 @@ class Rest:
     FILTER_REQUIRED = "21000"  # PATCH or DELETE without a filter
 
 
+class Storage:
+    """The storage API's error codes (Supabase Storage's `code`); `storage_error` adds the `error`
+    name its body carries beside it."""
+
+    NO_SUCH_BUCKET = "NoSuchBucket"
+    NO_SUCH_KEY = "NoSuchKey"
+    INVALID_KEY = "InvalidKey"
+    INVALID_BUCKET_NAME = "InvalidBucketName"
+    INVALID_REQUEST = "InvalidRequest"
+    INVALID_JWT = "InvalidJWT"
+    INVALID_SIGNATURE = "InvalidSignature"
+    INVALID_RANGE = "InvalidRange"
+    INVALID_MIME_TYPE = "InvalidMimeType"
+    ACCESS_DENIED = "AccessDenied"
+    KEY_ALREADY_EXISTS = "KeyAlreadyExists"
+    BUCKET_ALREADY_EXISTS = "BucketAlreadyExists"
+    NOT_EMPTY = "ResourceNotEmpty"
+    ENTITY_TOO_LARGE = "EntityTooLarge"
+    NOT_FOUND = "NotFound"  # a path the API does not serve
+    METHOD_NOT_ALLOWED = "MethodNotAllowed"
+    UNAVAILABLE = "DatabaseTimeout"  # the database or the disk did not answer
+    INTERNAL = "InternalError"
+    RATE_LIMITED = "SlowDown"
+
+
 class APIError(Exception):
     """An error a client is meant to see. `code` is one of Auth's or Rest's. `api` forces one API's
     body shape ("auth" or "rest"); by default the path of the request decides."""
@@ -156,3 +182,21 @@ def bad_query(message, hint=None):
 
 def bad_body(message, hint=None):
     return APIError(400, Rest.BAD_BODY, message, hint=hint)
+
+
+def storage_error(status, code, message, error=None):
+    """An error of the storage API: `error` is the name Supabase Storage sends beside its code (the
+    SDKs read it: "not_found" is how storage3's exists() tells a missing object)."""
+    return APIError(status, code, message, api="storage", extra={"error": error or code})
+
+
+def object_not_found():
+    return storage_error(404, Storage.NO_SUCH_KEY, "Object not found", "not_found")
+
+
+def bucket_not_found():
+    return storage_error(404, Storage.NO_SUCH_BUCKET, "Bucket not found", "Bucket not found")
+
+
+def invalid_request(message):
+    return storage_error(400, Storage.INVALID_REQUEST, message)

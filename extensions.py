@@ -44,6 +44,9 @@ class Minibase:
     prepared_at: float = 0.0  # when preparing the database was last tried (app.wait_for_database)
     preparing: threading.Lock = field(default_factory=threading.Lock)
     mail_templates: object = None  # the e-mails' Jinja environment (auth.mail.templates)
+    buckets: dict = field(default_factory=dict)  # bucket name -> storage.buckets.Declared, from tables.toml
+    buckets_synced: bool = False  # whether the declared buckets were made or updated in the database
+    storage_backend: object = None  # where objects' bytes live (storage.files.backend)
 
 
 def state():

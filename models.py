@@ -38,6 +38,8 @@ SERVICE_TABLES = (
     "minibase_mfa_challenges",
     "minibase_flow_states",
     "minibase_identities",
+    "minibase_storage_buckets",
+    "minibase_storage_objects",
     "minibase_alembic_version",
 )
 USER_COLUMNS = (
@@ -219,6 +221,45 @@ class FailedSignIn(db.Model):
     key: Mapped[str] = mapped_column(String(64), primary_key=True)
     window_start = mapped_column(DateTime, nullable=False, index=True)
     failures: Mapped[int] = mapped_column(Integer, nullable=False)
+
+
+class StorageBucket(db.Model):
+    """A storage bucket: from tables.toml's [buckets.NAME] (`declared`, made or updated at start) or
+    made through the bucket API. Who may do what in it is tables.toml's, not a column's."""
+
+    __tablename__ = "minibase_storage_buckets"
+
+    id: Mapped[str] = mapped_column(String(63), primary_key=True)
+    public: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
+    file_size_limit: Mapped[int | None] = mapped_column(BigInteger)  # bytes; None: STORAGE_FILE_SIZE_LIMIT
+    allowed_mime_types: Mapped[list | None] = mapped_column(JSON)  # None: any
+    declared: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
+    created_at = mapped_column(DateTime, nullable=False)
+    updated_at = mapped_column(DateTime, nullable=False)
+
+
+class StorageObject(db.Model):
+    """An object's metadata. Its bytes live under `storage_key`, a name minibase made, never the
+    client's `name`: a new upload of a name gets a new key, so the old bytes stay whole until the
+    row that names the new ones has committed."""
+
+    __tablename__ = "minibase_storage_objects"
+    __table_args__ = (UniqueConstraint("bucket_id", "name", name="uq_minibase_storage_objects_name"),)
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    bucket_id: Mapped[str] = mapped_column(
+        String(63), ForeignKey("minibase_storage_buckets.id"), nullable=False
+    )
+    name: Mapped[str] = mapped_column(String(512), nullable=False)
+    owner: Mapped[str | None] = mapped_column(String(64))  # the uploader's user id; None for a key's upload
+    storage_key: Mapped[str] = mapped_column(String(64), nullable=False)
+    size: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    mimetype: Mapped[str] = mapped_column(String(255), nullable=False)
+    cache_control: Mapped[str] = mapped_column(String(255), nullable=False)
+    etag: Mapped[str] = mapped_column(String(64), nullable=False)  # md5 of the bytes, hex
+    user_metadata: Mapped[dict | None] = mapped_column(JSON)
+    created_at = mapped_column(DateTime, nullable=False)
+    updated_at = mapped_column(DateTime, nullable=False)
 
 
 def users_table():

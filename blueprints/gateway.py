@@ -16,14 +16,22 @@ from auth import tokens
 from auth.identity import Identity, identify
 from blueprints import responses
 from database import transactions
-from errors import APIError, Auth, Rest, bad_jwt, no_authorization
+from errors import APIError, Auth, Rest, Storage, bad_jwt, no_authorization, storage_error
 
-PROTECTED_PREFIXES = ("/auth/v1", "/rest/v1")
+PROTECTED_PREFIXES = ("/auth/v1", "/rest/v1", "/storage/v1")
 # Reached by a browser from a link in a mail or a provider's redirect, which cannot add a header:
 # open without a key, as at Supabase's gateway.
 OPEN_ROUTES = frozenset(
     {("GET", "/auth/v1/verify"), ("GET", "/auth/v1/authorize"), ("GET", "/auth/v1/callback")}
 )
+# The same for the storage URLs apps put in <img src> or hand to a client without credentials: public
+# objects, and signed URLs, whose token is the permission.
+OPEN_PREFIXES = {
+    "GET": ("/storage/v1/object/public/", "/storage/v1/object/sign/", "/storage/v1/object/info/public/",
+            "/storage/v1/render/image/public/", "/storage/v1/render/image/sign/"),
+    "HEAD": ("/storage/v1/object/public/", "/storage/v1/object/sign/"),
+    "PUT": ("/storage/v1/object/upload/sign/",),
+}  # fmt: skip
 # Query parameters whose values are secrets: the log shows that they were sent, not what they were.
 SECRET_PARAMETERS = frozenset({"apikey", "access_token", "refresh_token", "token", "token_hash", "password"})
 
@@ -65,11 +73,13 @@ def answer_preflight():
 
 
 def require_api_key():
-    """before_request: every /auth/v1 and /rest/v1 request carries a valid key, but a browser's
+    """before_request: every /auth/v1, /rest/v1 and /storage/v1 request carries a valid key, but a browser's
     preflight and the OPEN_ROUTES."""
     if not request.path.startswith(PROTECTED_PREFIXES) or request.method == "OPTIONS":
         return
-    if (request.method, request.path.rstrip("/")) in OPEN_ROUTES:
+    if (request.method, request.path.rstrip("/")) in OPEN_ROUTES or request.path.startswith(
+        OPEN_PREFIXES.get(request.method, ())
+    ):
         g.api_key_role = "anon"
         return
     key = request.headers.get("apikey") or request.args.get("apikey")
@@ -111,6 +121,8 @@ def identity():
         except APIError as error:
             if request.path.startswith("/rest/"):
                 raise APIError(401, Rest.BAD_JWT, error.message) from None
+            if request.path.startswith("/storage/"):
+                raise storage_error(401, Storage.INVALID_JWT, error.message, "InvalidJWT") from None
             raise
     return g.identity
 

@@ -1,7 +1,7 @@
-"""The answer's shape for the client that asked: GoTrue's or PostgREST's error body, in the seed's
-plain form (an integer `code`) or in an official SDK's (it sends an API version header, or names
-itself in X-Client-Info), the user id as a string for the SDKs, and the JSON 404 of a path minibase
-does not serve."""
+"""The answer's shape for the client that asked: GoTrue's, PostgREST's or Supabase Storage's error
+body, in the seed's plain form (an integer `code`) or in an official SDK's (it sends an API version
+header, or names itself in X-Client-Info), the user id as a string for the SDKs, and the JSON 404 of
+a path minibase does not serve."""
 
 import logging
 
@@ -11,7 +11,7 @@ from werkzeug.exceptions import HTTPException
 
 from auth import tokens
 from database.transactions import describe
-from errors import APIError, Auth, Rest
+from errors import APIError, Auth, Rest, Storage, storage_error
 
 log = logging.getLogger("minibase")
 
@@ -27,6 +27,13 @@ HTTP_ERROR_CODES = {
     413: (Auth.REQUEST_TOO_LARGE, Rest.TOO_LARGE),
     415: (Auth.UNSUPPORTED_MEDIA_TYPE, Rest.BAD_BODY),
     429: (Auth.OVER_REQUEST_RATE_LIMIT, Rest.RATE_LIMITED),
+}
+# The same for the storage API: its code and the `error` name Supabase Storage sends with it.
+STORAGE_HTTP_ERRORS = {
+    404: (Storage.NOT_FOUND, "Not Found"),
+    405: (Storage.METHOD_NOT_ALLOWED, "Method Not Allowed"),
+    413: (Storage.ENTITY_TOO_LARGE, "Payload too large"),
+    429: (Storage.RATE_LIMITED, "Too Many Requests"),
 }
 
 
@@ -52,12 +59,23 @@ def official_sdk():
 def which_api(error=None):
     if error is not None and error.api:
         return error.api
+    if request.path.startswith("/storage/"):
+        return "storage"
     return "auth" if request.path.startswith("/auth/") else "rest"
 
 
 def render(error):
     """The body for `error` in the shape of the API it belongs to."""
-    if which_api(error) == "auth":
+    api = which_api(error)
+    if api == "storage":
+        name = error.extra.get("error", error.error_code)
+        body = {
+            "statusCode": str(error.status),
+            "code": error.error_code,
+            "error": name,
+            "message": error.message,
+        }
+    elif api == "auth":
         if api_version():
             body = {"code": error.error_code, "message": error.message, **error.extra}
         else:
@@ -79,7 +97,6 @@ def render(error):
 
 # Supabase services minibase does not provide, by path prefix.
 NOT_PROVIDED = {
-    "/storage/v1": "Storage",
     "/realtime/v1": "Realtime",
     "/functions/v1": "Edge Functions",
     "/graphql/v1": "GraphQL",
@@ -96,12 +113,19 @@ def not_found(path):
         return Rest.FUNCTION_NOT_FOUND, f"Could not find the function {name}"
     if path.startswith("/auth/v1/"):
         return Auth.NOT_FOUND, f"minibase's auth API has no endpoint {path}"
-    return Rest.NOT_FOUND, f"Not found: {path} (minibase serves /auth/v1 and /rest/v1)"
+    return Rest.NOT_FOUND, f"Not found: {path} (minibase serves /auth/v1, /rest/v1 and /storage/v1)"
 
 
 def handle_http_exception(exc):
     """Werkzeug's errors (404, 405, 413, 429, …) in our shape, keeping headers such as Allow."""
     response = exc.get_response()
+    if which_api() == "storage":
+        code, name = STORAGE_HTTP_ERRORS.get(exc.code, (Storage.INVALID_REQUEST, "Bad Request"))
+        message = f"Route {request.method}:{request.path[:200]} not found" if exc.code == 404 else None
+        error = storage_error(exc.code, code, message or exc.description, name)
+        response.set_data(json.dumps(render(error)[0]))
+        response.mimetype = "application/json"
+        return response
     auth_code, rest_code = HTTP_ERROR_CODES.get(exc.code, (Auth.BAD_REQUEST, Rest.BAD_QUERY))
     code = auth_code if which_api() == "auth" else rest_code
     message = exc.description if exc.code != 429 else "Too many requests, try again later"
@@ -116,13 +140,18 @@ def handle_http_exception(exc):
 
 def unavailable():
     """The 503 of a database that does not answer (stopped, frozen, too slow, connection lost)."""
-    code = Rest.DATABASE_UNAVAILABLE if which_api() == "rest" else Auth.DATABASE_UNAVAILABLE
-    return render(APIError(503, code, "The database is not answering, try again later"))
+    message = "The database is not answering, try again later"
+    api = which_api()
+    if api == "storage":
+        return render(storage_error(503, Storage.UNAVAILABLE, message))
+    code = Rest.DATABASE_UNAVAILABLE if api == "rest" else Auth.DATABASE_UNAVAILABLE
+    return render(APIError(503, code, message))
 
 
 def handle_unexpected(exc):
     """Anything else: a 503 when the database does not answer, else a logged, generic 500."""
-    rest = which_api() == "rest"
+    api = which_api()
+    rest = api == "rest"
     if isinstance(exc, OperationalError):
         log.error("database unavailable on %s %s: %s", request.method, request.path, describe(exc))
         return unavailable()
@@ -130,9 +159,13 @@ def handle_unexpected(exc):
         # A value the database refused (too long, a character its charset lacks) that no check above
         # caught: the client's doing, so a 400, named by the database's code only in the log.
         log.warning("database refused a value on %s %s: %s", request.method, request.path, describe(exc))
+        if api == "storage":
+            return render(storage_error(400, Storage.INVALID_REQUEST, "A value does not fit its column"))
         code = Rest.INVALID_TEXT if rest else Auth.VALIDATION_FAILED
         return render(APIError(400, code, "A value does not fit its column"))
     log.exception("unexpected error on %s %s", request.method, request.path)
+    if api == "storage":
+        return render(storage_error(500, Storage.INTERNAL, "Unexpected failure, please try again"))
     code = Rest.UNEXPECTED if rest else Auth.UNEXPECTED_FAILURE
     return render(APIError(500, code, "Unexpected failure, please try again"))
 

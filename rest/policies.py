@@ -171,10 +171,12 @@ def load(path, users_table):
 
 def parse(document, users_table, source="tables.toml"):
     """({table name: Policy}, {function name: Function}) from a parsed tables.toml document."""
-    unknown = sorted(set(document) - {"tables", "functions"})
+    # [buckets.NAME] belong to Storage (storage.buckets reads them from the same file).
+    unknown = sorted(set(document) - {"tables", "functions", "buckets"})
     if unknown:
         raise ConfigError(
-            f"{source}: unknown top-level key {unknown[0]!r}; expected [tables.NAME] and [functions.NAME]"
+            f"{source}: unknown top-level key {unknown[0]!r}; expected [tables.NAME], [functions.NAME] "
+            "and [buckets.NAME]"
         )
     tables, functions = document.get("tables", {}), document.get("functions", {})
     for key, value in (("tables", tables), ("functions", functions)):

@@ -113,6 +113,7 @@ def make_app(database_url, tmp_path):
             "JWT_SECRET": SECRET,
             "BCRYPT_ROUNDS": 4,
             "RATE_LIMITS": False,
+            "STORAGE_ROOT": str(tmp_path / "storage"),
             **overrides,
         }
         app = create_app(settings)

@@ -8,7 +8,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 LEAVES = ("models", "filters", "values", "errors", "config", "extensions")
-ABOVE = frozenset({"app", "wsgi", "blueprints", "runtime", "auth", "rest", "database", "tools"})
+ABOVE = frozenset({"app", "wsgi", "blueprints", "runtime", "auth", "rest", "storage", "database", "tools"})
 
 
 def imported(path):

@@ -1,0 +1,250 @@
+"""/storage/v1: Supabase Storage's wire format. The views turn the request into what storage/ takes
+(the caller, the object's name, the body as a stream), call one service function, and shape its
+answer; downloads stream the object's file with its ETag, Last-Modified and Cache-Control."""
+
+import base64
+import binascii
+import re
+
+from flask import Blueprint, current_app, json, request
+from werkzeug.utils import send_file
+
+from blueprints.gateway import identity
+from config import setting
+from errors import invalid_request
+from storage import buckets, files, objects, signing
+
+bp = Blueprint("storage", __name__, url_prefix="/storage/v1")
+
+# Media types a browser would run as a page of the API's origin: always sent as attachments.
+ACTIVE_TYPES = frozenset({"text/html", "application/xhtml+xml", "image/svg+xml", "text/xml",
+                          "application/xml", "text/xsl", "application/xslt+xml",
+                          "multipart/x-mixed-replace"})  # fmt: skip
+# Whatever a file holds, it runs nothing and loads nothing as a page of this origin.
+SANDBOX = "default-src 'none'; style-src 'unsafe-inline'; sandbox"
+MEDIA_TYPE = re.compile(r"[A-Za-z0-9!#$&^_.+-]{1,100}/[A-Za-z0-9!#$&^_.+-]{1,100}(\s*;[ -~]{0,150})?")
+CACHE_CONTROL = re.compile(r"[A-Za-z0-9=,\- ]{1,255}")
+MULTIPART_OVERHEAD = 1024 * 1024  # the form's other fields and boundaries, beyond the file itself
+MAX_METADATA = 8 * 1024
+
+
+@bp.before_request
+def declared_buckets():
+    buckets.ensure_synced()
+
+
+# --- buckets
+
+
+@bp.get("/bucket")
+def list_buckets():
+    return json.dumps(buckets.list_buckets(identity())), {"Content-Type": "application/json"}
+
+
+@bp.get("/bucket/<bucket_id>")
+def get_bucket(bucket_id):
+    return buckets.get_bucket(bucket_id, identity())
+
+
+@bp.post("/bucket")
+def create_bucket():
+    return buckets.create_bucket(json_body(), identity())
+
+
+@bp.put("/bucket/<bucket_id>")
+def update_bucket(bucket_id):
+    return buckets.update_bucket(bucket_id, json_body(), identity())
+
+
+@bp.post("/bucket/<bucket_id>/empty")
+def empty_bucket(bucket_id):
+    return buckets.empty_bucket(bucket_id, identity(), files.backend())
+
+
+@bp.delete("/bucket/<bucket_id>")
+def delete_bucket(bucket_id):
+    return buckets.delete_bucket(bucket_id, identity())
+
+
+# --- objects
+
+
+@bp.route("/object/<bucket_id>/<path:name>", methods=["POST", "PUT"])
+def upload(bucket_id, name):
+    replace = request.method == "PUT"
+    upsert = not replace and request.headers.get("x-upsert", "").lower() == "true"
+    return objects.upload(bucket_id, name, identity(), upload_body(), upsert=upsert, replace=replace)
+
+
+@bp.get("/object/<bucket_id>/<path:name>")
+@bp.get("/object/authenticated/<bucket_id>/<path:name>")
+def download(bucket_id, name):
+    return serve(*objects.open_object(bucket_id, name, identity()))
+
+
+@bp.get("/object/public/<bucket_id>/<path:name>")
+def download_public(bucket_id, name):
+    return serve(*objects.open_object(bucket_id, name, None, public=True))
+
+
+@bp.get("/object/sign/<bucket_id>/<path:name>")
+def download_signed(bucket_id, name):
+    signing.verify(request.args.get("token"), bucket_id, name, signing.DOWNLOAD)
+    return serve(*objects.open_object(bucket_id, name, None, signed=True))
+
+
+@bp.get("/object/info/<bucket_id>/<path:name>")
+@bp.get("/object/info/authenticated/<bucket_id>/<path:name>")
+def info(bucket_id, name):
+    return objects.info(objects.find(bucket_id, name, identity()))
+
+
+@bp.get("/object/info/public/<bucket_id>/<path:name>")
+def info_public(bucket_id, name):
+    return objects.info(objects.find(bucket_id, name, None, public=True))
+
+
+@bp.post("/object/list/<bucket_id>")
+def list_objects(bucket_id):
+    listed = objects.list_objects(bucket_id, identity(), objects.listing(json_body()))
+    return json.dumps(listed), {"Content-Type": "application/json"}
+
+
+@bp.post("/object/move")
+def move():
+    return objects.move(json_body(), identity())
+
+
+@bp.post("/object/copy")
+def copy():
+    return objects.copy(json_body(), identity(), upsert=request.headers.get("x-upsert", "").lower() == "true")
+
+
+@bp.delete("/object/<bucket_id>")
+def remove(bucket_id):
+    deleted = objects.remove(bucket_id, json_body().get("prefixes"), identity())
+    return json.dumps(deleted), {"Content-Type": "application/json"}
+
+
+@bp.delete("/object/<bucket_id>/<path:name>")
+def remove_one(bucket_id, name):
+    objects.check_name(name)
+    if not objects.remove(bucket_id, [name], identity()):
+        raise objects.object_not_found()
+    return {"message": "Successfully deleted"}
+
+
+@bp.post("/object/sign/<bucket_id>/<path:name>")
+def sign(bucket_id, name):
+    return objects.sign_download(bucket_id, name, identity(), json_body().get("expiresIn"))
+
+
+@bp.post("/object/sign/<bucket_id>")
+def sign_many(bucket_id):
+    body = json_body()
+    signed = objects.sign_downloads(bucket_id, body.get("paths"), identity(), body.get("expiresIn"))
+    return json.dumps(signed), {"Content-Type": "application/json"}
+
+
+@bp.post("/object/upload/sign/<bucket_id>/<path:name>")
+def sign_upload(bucket_id, name):
+    upsert = request.headers.get("x-upsert", "").lower() == "true"
+    return objects.sign_upload(bucket_id, name, identity(), upsert=upsert)
+
+
+@bp.put("/object/upload/sign/<bucket_id>/<path:name>")
+def upload_signed(bucket_id, name):
+    return objects.upload_signed(bucket_id, name, request.args.get("token"), upload_body())
+
+
+# --- reading the request
+
+
+def json_body():
+    body = request.get_json(silent=True) if request.content_length else {}
+    if not isinstance(body, dict):
+        raise invalid_request("The body must be a JSON object")
+    return body
+
+
+def upload_body():
+    """The uploaded file as a stream, raw (the body itself, labelled by its headers) or the first
+    file of a multipart form (labelled by the form's cacheControl and metadata fields)."""
+    limit = setting("STORAGE_FILE_SIZE_LIMIT")
+    if request.mimetype == "multipart/form-data":
+        request.max_content_length = limit + MULTIPART_OVERHEAD
+        part = next(iter(request.files.values()), None)
+        if part is None:
+            raise invalid_request("No content provided")
+        seconds = request.form.get("cacheControl") or ""
+        cache = f"max-age={seconds}" if seconds.isdigit() else cache_control(seconds or None)
+        metadata = parse_metadata(request.form.get("metadata"), encoded=False)
+        return objects.Upload(part.stream, media_type(part.mimetype or part.content_type), cache, metadata)
+    request.max_content_length = limit
+    metadata = parse_metadata(request.headers.get("x-metadata"), encoded=True)
+    return objects.Upload(
+        request.stream,
+        media_type(request.headers.get("Content-Type")),
+        cache_control(request.headers.get("cache-control")),
+        metadata,
+    )
+
+
+def media_type(value):
+    if not value:
+        return objects.DEFAULT_MIME_TYPE
+    if not MEDIA_TYPE.fullmatch(value.strip()):
+        raise invalid_request("The Content-Type is not a media type")
+    kind, _, parameters = value.strip().partition(";")
+    return kind.lower() + (f";{parameters}" if parameters else "")
+
+
+def cache_control(value):
+    if value is None:
+        return "no-cache"
+    if not CACHE_CONTROL.fullmatch(value):
+        raise invalid_request("cache-control must be a Cache-Control value such as max-age=3600")
+    return value
+
+
+def parse_metadata(value, encoded):
+    """User metadata: a JSON object, base64-encoded in the x-metadata header."""
+    if value is None or value == "":
+        return None
+    if len(value) > MAX_METADATA * 2:
+        raise invalid_request("The metadata is too large")
+    try:
+        text = base64.b64decode(value, validate=True).decode("utf-8") if encoded else value
+        metadata = json.loads(text)
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        raise invalid_request("The metadata must be a JSON object (base64-encoded in x-metadata)") from None
+    if not isinstance(metadata, dict) or len(json.dumps(metadata)) > MAX_METADATA:
+        raise invalid_request("The metadata must be a JSON object of at most 8 KB")
+    return metadata
+
+
+# --- answering with a file
+
+
+def serve(stored, file):
+    """The object's bytes, streamed: conditional (ETag, Last-Modified, 304), ranges (206), its
+    Cache-Control, never rendered as a page of this origin."""
+    wanted = request.args.get("download")
+    base = stored.mimetype.partition(";")[0]
+    attachment = wanted is not None or base in ACTIVE_TYPES
+    response = send_file(
+        file,
+        request.environ,
+        mimetype=stored.mimetype,
+        as_attachment=attachment,
+        download_name=(wanted or stored.name.rpartition("/")[2]) if attachment else None,
+        conditional=False,
+        etag=False,
+        response_class=current_app.response_class,
+    )
+    response.content_length = stored.size
+    response.set_etag(stored.etag)
+    response.last_modified = stored.updated_at
+    response.headers["Cache-Control"] = stored.cache_control
+    response.headers["Content-Security-Policy"] = SANDBOX
+    return response.make_conditional(request.environ, accept_ranges=True, complete_length=stored.size)

@@ -1,0 +1,342 @@
+"""Buckets: tables.toml's [buckets.NAME] (who may do what, made or updated at start) and the bucket
+API's work. The one place a storage rule is decided: `authorize` answers an Access, and an Access's
+condition keeps an owner to the objects they uploaded."""
+
+import re
+import threading
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import sqlalchemy as sa
+
+from config import ConfigError, parse_size
+from database import transactions
+from errors import Storage, bucket_not_found, invalid_request, storage_error
+from extensions import db, state
+from models import StorageBucket, StorageObject, upsert
+from storage import clock
+
+OPERATIONS = ("select", "insert", "update", "delete")
+RULES = ("anon", "authenticated", "owner", "service_role")
+BUCKET_KEYS = frozenset({*OPERATIONS, "public", "file_size_limit", "allowed_mime_types"})
+# Letters, digits, '-', '_' and '.', as S3 and Supabase allow, not starting with a dot.
+BUCKET_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,62}")
+MIME_PATTERN = re.compile(r"[a-z0-9!#$&^_.+-]+/(\*|[a-z0-9!#$&^_.+-]+)")
+
+_synced_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """A bucket as the services use it: its row's settings and tables.toml's rules (none for a bucket
+    the API made: the service_role's alone)."""
+
+    id: str
+    public: bool
+    file_size_limit: int | None
+    allowed_mime_types: tuple | None
+    rules: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Declared:
+    """A [buckets.NAME] of tables.toml."""
+
+    id: str
+    public: bool
+    file_size_limit: int | None
+    allowed_mime_types: tuple | None
+    rules: dict
+
+
+@dataclass(frozen=True)
+class Access:
+    """Permission for one operation in a bucket; `owner` set means only the objects that user uploaded.
+    Row policies over objects ([buckets.NAME.policies]) will add their condition here."""
+
+    bucket: Bucket
+    owner: str | None = None
+
+    def condition(self):
+        """The WHERE condition of the objects this access reaches, or None for all of the bucket's."""
+        return None if self.owner is None else StorageObject.owner == self.owner
+
+    def reaches(self, row):
+        return self.owner is None or row.owner == self.owner
+
+
+# --- tables.toml
+
+
+def load(path):
+    """The [buckets.NAME] of a tables.toml file, {name: Declared}; the file's other sections are the
+    table API's (rest.policies)."""
+    if path is None:
+        return {}
+    try:
+        with Path(path).open("rb") as file:
+            document = tomllib.load(file)
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return {}  # rest.policies reads the same file first and says what is wrong with it
+    return parse(document.get("buckets", {}), source=str(path))
+
+
+def parse(entries, source="tables.toml"):
+    if not isinstance(entries, dict):
+        raise ConfigError(f"{source}: 'buckets' must be a table of [buckets.NAME] sections")
+    return {name: _declared(name, entry, source) for name, entry in entries.items()}
+
+
+def _declared(name, entry, source):
+    where = f"{source}: [buckets.{name}]"
+    if not BUCKET_ID.fullmatch(name):
+        raise ConfigError(f"{where}: a bucket name is 1 to 63 letters, digits, '-', '_' or '.'")
+    if not isinstance(entry, dict):
+        raise ConfigError(f"{where} must be a table of settings and rules")
+    if "policies" in entry:
+        raise ConfigError(f"{where}.policies: row policies over objects are not supported yet")
+    unknown = sorted(set(entry) - BUCKET_KEYS)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {unknown[0]!r}; expected {', '.join(sorted(BUCKET_KEYS))}")
+    public = entry.get("public", False)
+    if not isinstance(public, bool):
+        raise ConfigError(f"{where}: public must be true or false")
+    limit = entry.get("file_size_limit")
+    if limit is not None and not parse_size(limit):
+        raise ConfigError(f"{where}: file_size_limit must be a size such as 5MB or a number of bytes")
+    types = entry.get("allowed_mime_types")
+    if types is not None and (
+        not isinstance(types, list)
+        or not all(isinstance(t, str) and MIME_PATTERN.fullmatch(t) for t in types)
+    ):
+        raise ConfigError(
+            f'{where}: allowed_mime_types must be a list such as ["image/*", "application/pdf"]'
+        )
+    rules = {}
+    for operation in OPERATIONS:
+        rule = entry.get(operation, "service_role")
+        if rule not in RULES:
+            raise ConfigError(f"{where}: {operation} = {rule!r} is not one of {', '.join(RULES)}")
+        rules[operation] = rule
+    size = parse_size(limit) if limit is not None else None
+    return Declared(name, public, size, tuple(types) if types is not None else None, rules)
+
+
+def init_app(app):
+    app.extensions["minibase"].buckets = load(app.config.get("TABLES_CONFIG"))
+
+
+def declared():
+    return state().buckets
+
+
+@transactions.transactional
+def sync_declared():
+    """Make or update the buckets tables.toml declares (idempotent; safe when instances start at once)."""
+    now = clock.now()
+    table = StorageBucket.__table__
+    for bucket in declared().values():
+        values = {
+            "id": bucket.id,
+            "public": bucket.public,
+            "file_size_limit": bucket.file_size_limit,
+            "allowed_mime_types": list(bucket.allowed_mime_types) if bucket.allowed_mime_types else None,
+            "declared": True,
+            "created_at": now,
+            "updated_at": now,
+        }
+        update = {k: v for k, v in values.items() if k not in ("id", "created_at")}
+        upsert(table, values, ["id"], update)
+
+
+def ensure_synced():
+    """sync_declared once per app, on the first storage request (start-up does it when it migrates)."""
+    cache = state()
+    if cache.buckets_synced:
+        return
+    with _synced_lock:
+        if not cache.buckets_synced:
+            sync_declared()
+            cache.buckets_synced = True
+
+
+# --- who may do what
+
+
+def authorize(bucket, operation, who):
+    """The Access for `who` to do `operation` in `bucket`; None when its rule refuses them."""
+    if who.role == "service_role":
+        return Access(bucket)
+    rule = bucket.rules.get(operation, "service_role")
+    if rule == "anon" or (who.role == "authenticated" and rule == "authenticated"):
+        return Access(bucket)
+    if who.role == "authenticated" and rule == "owner":
+        return Access(bucket, owner=str(who.user_id))
+    return None
+
+
+def require(bucket, operation, who):
+    """The Access, or the error of a refused write: 401 to an anonymous caller, 403 to a signed-in one."""
+    access = authorize(bucket, operation, who)
+    if access is None:
+        raise denied(who)
+    return access
+
+
+def denied(who, message=None):
+    status = 401 if who.role == "anon" else 403
+    return storage_error(
+        status, Storage.ACCESS_DENIED, message or "new row violates row-level security policy", "Unauthorized"
+    )
+
+
+# --- reading buckets
+
+
+def _bucket(row):
+    rules = declared().get(row.id)
+    return Bucket(
+        row.id,
+        row.public,
+        row.file_size_limit,
+        tuple(row.allowed_mime_types) if row.allowed_mime_types is not None else None,
+        dict(rules.rules) if rules else {},
+    )
+
+
+def find(bucket_id):
+    """The bucket `bucket_id` (inside the caller's transaction); a 404 when there is none."""
+    row = db.session.get(StorageBucket, bucket_id) if BUCKET_ID.fullmatch(bucket_id or "") else None
+    if row is None:
+        raise bucket_not_found()
+    return _bucket(row)
+
+
+def visible(bucket, who):
+    """Whether `who` may see that `bucket` exists: the service key, anyone for a public one, and whoever
+    its select rule lets read."""
+    return bucket.public or authorize(bucket, "select", who) is not None
+
+
+def show(row):
+    """A bucket as Supabase Storage shows it."""
+    return {
+        "id": row.id,
+        "name": row.id,
+        "owner": "",
+        "public": row.public,
+        "type": "STANDARD",
+        "file_size_limit": row.file_size_limit,
+        "allowed_mime_types": row.allowed_mime_types,
+        "created_at": clock.iso(row.created_at),
+        "updated_at": clock.iso(row.updated_at),
+    }
+
+
+def list_buckets(who):
+    def work():
+        rows = db.session.scalars(sa.select(StorageBucket).order_by(StorageBucket.id)).all()
+        return [show(row) for row in rows if visible(_bucket(row), who)]
+
+    return transactions.read(work)
+
+
+def get_bucket(bucket_id, who):
+    def work():
+        bucket = find(bucket_id)
+        if not visible(bucket, who):
+            raise bucket_not_found()
+        return show(db.session.get(StorageBucket, bucket_id))
+
+    return transactions.read(work)
+
+
+# --- the bucket API (the service_role key)
+
+
+def settings(body, partial=False):
+    """public, file_size_limit and allowed_mime_types of a create or update body, checked."""
+    values = {}
+    if "public" in body or not partial:
+        public = body.get("public", False)
+        if not isinstance(public, bool):
+            raise invalid_request("public must be true or false")
+        values["public"] = public
+    if "file_size_limit" in body or not partial:
+        limit = body.get("file_size_limit")
+        if limit is not None and parse_size(limit) is None:
+            raise invalid_request("Invalid file size format, hint: use 20GB / 20MB / 30KB / 3B")
+        values["file_size_limit"] = parse_size(limit) or None if limit is not None else None
+    if "allowed_mime_types" in body or not partial:
+        types = body.get("allowed_mime_types")
+        if types is not None and (
+            not isinstance(types, list)
+            or len(types) > 100
+            or not all(isinstance(t, str) and MIME_PATTERN.fullmatch(t.lower()) for t in types)
+        ):
+            raise invalid_request("allowed_mime_types must be a list of mime types such as image/*")
+        values["allowed_mime_types"] = [t.lower() for t in types] if types else None
+    return values
+
+
+def _require_service(who):
+    if who.role != "service_role":
+        raise denied(who, "Only the service key may manage buckets")
+
+
+@transactions.transactional
+def create_bucket(body, who):
+    _require_service(who)
+    bucket_id = body.get("id") or body.get("name")
+    if not isinstance(bucket_id, str) or not BUCKET_ID.fullmatch(bucket_id):
+        raise storage_error(400, Storage.INVALID_BUCKET_NAME, "Bucket name invalid", "Invalid Input")
+    values = settings(body)
+    if db.session.get(StorageBucket, bucket_id, with_for_update=True) is not None:
+        raise storage_error(409, Storage.BUCKET_ALREADY_EXISTS, "The resource already exists", "Duplicate")
+    now = clock.now()
+    db.session.add(StorageBucket(id=bucket_id, declared=False, created_at=now, updated_at=now, **values))
+    try:
+        db.session.flush()
+    except sa.exc.IntegrityError:
+        raise storage_error(
+            409, Storage.BUCKET_ALREADY_EXISTS, "The resource already exists", "Duplicate"
+        ) from None
+    return {"name": bucket_id}
+
+
+@transactions.transactional
+def update_bucket(bucket_id, body, who):
+    _require_service(who)
+    find(bucket_id)
+    row = db.session.get(StorageBucket, bucket_id, with_for_update=True)
+    for key, value in settings(body, partial=True).items():
+        setattr(row, key, value)
+    row.updated_at = clock.now()
+    return {"message": "Successfully updated"}
+
+
+def empty_bucket(bucket_id, who, backend):
+    """Delete every object of the bucket; their bytes go once the rows are gone."""
+    _require_service(who)
+
+    def work():
+        find(bucket_id)
+        query = sa.select(StorageObject.storage_key).where(StorageObject.bucket_id == bucket_id)
+        keys = db.session.scalars(query).all()
+        db.session.execute(sa.delete(StorageObject).where(StorageObject.bucket_id == bucket_id))
+        return keys
+
+    for key in transactions.write(work):
+        backend.delete(key)
+    return {"message": "Successfully emptied"}
+
+
+@transactions.transactional
+def delete_bucket(bucket_id, who):
+    _require_service(who)
+    find(bucket_id)
+    if db.session.scalar(sa.select(StorageObject.id).where(StorageObject.bucket_id == bucket_id).limit(1)):
+        raise storage_error(409, Storage.NOT_EMPTY, "The bucket you tried to delete is not empty")
+    db.session.execute(sa.delete(StorageBucket).where(StorageBucket.id == bucket_id))
+    return {"message": "Successfully deleted"}

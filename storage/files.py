@@ -1,0 +1,125 @@
+"""Where objects' bytes live: a directory (STORAGE_ROOT) or an S3-compatible bucket. Every object is
+stored under a key minibase makes (a random hex name), never under a client's path. A body is first
+received into a temporary file (streamed, counted, hashed), then placed under its key while the
+transaction that records it is open; the key is unknown to every row until that transaction commits."""
+
+import hashlib
+import os
+import secrets
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from config import setting
+from errors import Storage, storage_error
+from extensions import state
+
+CHUNK = 256 * 1024
+
+
+@dataclass
+class Received:
+    """A body received into a temporary file: its path, size and md5."""
+
+    path: str
+    size: int
+    md5: str
+
+    def discard(self):
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+
+def new_key():
+    return secrets.token_hex(16)
+
+
+def too_large(limit):
+    return storage_error(
+        413,
+        Storage.ENTITY_TOO_LARGE,
+        f"The object exceeded the maximum allowed size ({limit} bytes)",
+        "Payload too large",
+    )
+
+
+def receive(stream, limit, directory):
+    """Copy `stream` into a new temporary file in `directory`, chunk by chunk; a 413 past `limit`
+    bytes, and no file left behind when anything goes wrong (a client that hangs up included)."""
+    os.makedirs(directory, exist_ok=True)
+    fd, path = tempfile.mkstemp(dir=directory, prefix="upload-")
+    digest, size = hashlib.md5(usedforsecurity=False), 0
+    try:
+        with os.fdopen(fd, "wb") as file:
+            while True:
+                chunk = stream.read(CHUNK)
+                if not chunk:
+                    break
+                size += len(chunk)
+                if size > limit:
+                    raise too_large(limit)
+                digest.update(chunk)
+                file.write(chunk)
+    except BaseException:
+        os.unlink(path)
+        raise
+    return Received(path, size, digest.hexdigest())
+
+
+class Disk:
+    """Objects as files under `root`/objects/ab/abcdef…, temporary files under `root`/.tmp."""
+
+    def __init__(self, root):
+        self.root = Path(root)
+        self.staging = self.root / ".tmp"
+
+    def path(self, key):
+        return self.root / "objects" / key[:2] / key
+
+    def place(self, received, key):
+        """Put the received file under `key`; again with the same arguments, nothing more happens
+        (a transaction that is tried again places its file again)."""
+        target = self.path(key)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(received.path, target)
+        except FileExistsError:
+            pass
+
+    def copy(self, key, new_key):
+        target = self.path(new_key)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        draft = self.staging / f"copy-{new_key}"
+        self.staging.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(self.path(key), draft)
+        os.replace(draft, target)
+
+    def open(self, key):
+        """The object's bytes as an open binary file; FileNotFoundError when they are gone."""
+        return open(self.path(key), "rb")  # noqa: SIM115 (the response closes it)
+
+    def delete(self, key):
+        try:
+            os.unlink(self.path(key))
+        except FileNotFoundError:
+            pass
+
+
+def backend():
+    """This app's backend, made on first use from STORAGE_BACKEND."""
+    cache = state()
+    if cache.storage_backend is None:
+        if setting("STORAGE_BACKEND") == "s3":
+            from storage.s3 import S3
+
+            cache.storage_backend = S3.from_settings(setting)
+        else:
+            cache.storage_backend = Disk(setting("STORAGE_ROOT"))
+    return cache.storage_backend
+
+
+def staging_directory():
+    return Path(setting("STORAGE_ROOT")) / ".tmp"

@@ -1,0 +1,526 @@
+"""Objects: upload, replace, read, list, move, copy and remove, with their metadata in
+minibase_storage_objects and their bytes in the backend (files.py). Every operation asks
+buckets.authorize first; an object the caller may not see answers exactly as a missing one."""
+
+import uuid
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+
+from config import setting
+from database import transactions
+from errors import APIError, Storage, invalid_request, object_not_found, storage_error
+from extensions import db
+from models import StorageObject
+from storage import buckets, clock, files, signing
+
+MAX_NAME_CHARACTERS = 512
+MAX_NAME_BYTES = 1024
+MAX_LIST = 1000
+MAX_REMOVE = 1000
+SORT_COLUMNS = ("name", "created_at", "updated_at", "last_accessed_at")
+DEFAULT_MIME_TYPE = "application/octet-stream"
+NOT_SIGNED = "Either the object does not exist or you do not have access to it"
+
+
+@dataclass
+class Upload:
+    """What a client sends with an object's bytes: `stream` is read once, chunk by chunk."""
+
+    stream: object
+    mimetype: str
+    cache_control: str = "no-cache"
+    user_metadata: dict | None = None
+
+
+@dataclass(frozen=True)
+class Stored:
+    """An object's metadata, as the downloads and info need it."""
+
+    id: str
+    bucket_id: str
+    name: str
+    storage_key: str
+    size: int
+    mimetype: str
+    cache_control: str
+    etag: str
+    user_metadata: dict | None
+    created_at: object
+    updated_at: object
+
+    @classmethod
+    def of(cls, row):
+        return cls(**{name: getattr(row, name) for name in cls.__dataclass_fields__})
+
+
+# --- names
+
+
+def check_name(name):
+    """`name` as an object's name, or a 400: no empty, '.' or '..' segment, no leading slash, no
+    control character, backslash or undecodable byte, at most 512 characters and 1024 UTF-8 bytes."""
+    if not isinstance(name, str) or not name or len(name) > MAX_NAME_CHARACTERS:
+        raise invalid_key(name)
+    try:
+        size = len(name.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise invalid_key(name) from None
+    if size > MAX_NAME_BYTES or any(ord(c) < 32 or c in "\x7f\\\ufffd" for c in name):
+        raise invalid_key(name)
+    if any(segment in ("", ".", "..") for segment in name.split("/")):
+        raise invalid_key(name)
+    return name
+
+
+def invalid_key(name):
+    shown = name[:100].encode("utf-8", "replace").decode("utf-8") if isinstance(name, str) else ""
+    shown = "".join(c if c.isprintable() else "?" for c in shown)
+    return storage_error(400, Storage.INVALID_KEY, f"Invalid key: {shown}")
+
+
+# --- uploads
+
+
+def file_size_limit(bucket):
+    limit = setting("STORAGE_FILE_SIZE_LIMIT")
+    return min(limit, bucket.file_size_limit) if bucket.file_size_limit else limit
+
+
+def check_mimetype(bucket, mimetype):
+    """A 415 unless the bucket takes `mimetype` (its allowed_mime_types, with `image/*` wildcards)."""
+    allowed = bucket.allowed_mime_types
+    if not allowed:
+        return
+    base = mimetype.partition(";")[0].strip().lower()
+    kind = base.partition("/")[0]
+    if base not in allowed and f"{kind}/*" not in allowed:
+        raise storage_error(
+            415, Storage.INVALID_MIME_TYPE, f"mime type {base} is not supported", "invalid_mime_type"
+        )
+
+
+def bucket_for(bucket_id):
+    return transactions.read(buckets.find, bucket_id)
+
+
+def upload(bucket_id, name, who, body, upsert=False, replace=False, signed_owner=None):
+    """Store an object (POST: new, or replacing one with `upsert`; PUT, `replace`: an existing one).
+    `signed_owner` is set for an upload through a signed URL, whose token stands for the rules."""
+    check_name(name)
+    bucket = bucket_for(bucket_id)
+    if signed_owner is None:
+        buckets.require(bucket, "update" if replace else "insert", who)
+    check_mimetype(bucket, body.mimetype)
+    backend = files.backend()
+    received = files.receive(body.stream, file_size_limit(bucket), files.staging_directory())
+    key = files.new_key()
+    try:
+        stored, replaced = transactions.write(
+            _record, bucket, name, who, body, received, key, upsert, replace, signed_owner, backend
+        )
+    except sa.exc.IntegrityError:
+        backend.delete(key)
+        raise already_exists() from None
+    except BaseException:
+        backend.delete(key)
+        raise
+    finally:
+        received.discard()
+    if replaced:
+        backend.delete(replaced)
+    return {"Id": stored, "Key": f"{bucket_id}/{name}"}
+
+
+def already_exists():
+    return storage_error(409, Storage.KEY_ALREADY_EXISTS, "The resource already exists", "Duplicate")
+
+
+def _locked(bucket_id, name):
+    query = sa.select(StorageObject).where(StorageObject.bucket_id == bucket_id, StorageObject.name == name)
+    return db.session.scalars(query.with_for_update()).first()
+
+
+def _record(bucket, name, who, body, received, key, upsert, replace, signed_owner, backend):
+    existing = _locked(bucket.id, name)
+    if signed_owner is not None:
+        owner = signed_owner or None  # "": signed by a key, not by a user
+    else:
+        owner = str(who.user_id) if who.user_id is not None else None
+    if existing is None and replace:
+        raise object_not_found()
+    if existing is not None and not (upsert or replace):
+        raise already_exists()
+    if existing is not None and signed_owner is None:
+        access = buckets.authorize(bucket, "update", who)
+        if access is None or not access.reaches(existing):
+            if replace:
+                raise object_not_found()
+            raise buckets.denied(who)
+    now = clock.now()
+    values = {
+        "owner": owner,
+        "storage_key": key,
+        "size": received.size,
+        "mimetype": body.mimetype,
+        "cache_control": body.cache_control,
+        "etag": received.md5,
+        "user_metadata": body.user_metadata,
+        "updated_at": now,
+    }
+    replaced = None
+    if existing is None:
+        existing = StorageObject(
+            id=str(uuid.uuid4()), bucket_id=bucket.id, name=name, created_at=now, **values
+        )
+        db.session.add(existing)
+    else:
+        replaced = existing.storage_key
+        for column, value in values.items():
+            setattr(existing, column, value)
+    db.session.flush()
+    backend.place(received, key)  # last: the bytes are in place when the row that names them commits
+    return existing.id, replaced
+
+
+# --- reading
+
+
+def find(bucket_id, name, who, public=False, signed=False):
+    """The metadata of an object `who` may read: through the bucket's select rule, or any object
+    of a public bucket (`public`), or the object a verified token names (`signed`)."""
+    check_name(name)
+
+    def work():
+        try:
+            bucket = buckets.find(bucket_id)
+        except APIError:
+            raise object_not_found() from None
+        query = sa.select(StorageObject).where(
+            StorageObject.bucket_id == bucket_id, StorageObject.name == name
+        )
+        if public:
+            if not bucket.public:
+                raise object_not_found()
+        elif not signed:
+            access = buckets.authorize(bucket, "select", who)
+            if access is None:
+                raise object_not_found()
+            if access.condition() is not None:
+                query = query.where(access.condition())
+        row = db.session.scalars(query).first()
+        if row is None:
+            raise object_not_found()
+        return Stored.of(row)
+
+    return transactions.read(work)
+
+
+def open_object(bucket_id, name, who, public=False, signed=False):
+    """(metadata, open binary file) of an object; the file is the caller's to close. A replace that
+    removed the bytes between the two reads is met by reading again."""
+    for _ in range(3):
+        stored = find(bucket_id, name, who, public, signed)
+        try:
+            return stored, files.backend().open(stored.storage_key)
+        except FileNotFoundError:
+            continue
+    raise object_not_found()
+
+
+def system_metadata(stored):
+    """The `metadata` Supabase Storage shows with an object."""
+    return {
+        "eTag": f'"{stored.etag}"',
+        "size": stored.size,
+        "mimetype": stored.mimetype,
+        "cacheControl": stored.cache_control,
+        "lastModified": clock.iso(stored.updated_at),
+        "contentLength": stored.size,
+        "httpStatusCode": 200,
+    }
+
+
+def info(stored):
+    """GET /object/info: the object as Supabase Storage describes it."""
+    return {
+        "id": stored.id,
+        "name": stored.name,
+        "version": stored.storage_key,
+        "bucket_id": stored.bucket_id,
+        "size": stored.size,
+        "content_type": stored.mimetype,
+        "cache_control": stored.cache_control,
+        "etag": f'"{stored.etag}"',
+        "metadata": stored.user_metadata or {},
+        "last_modified": clock.iso(stored.updated_at),
+        "created_at": clock.iso(stored.created_at),
+    }
+
+
+# --- listing
+
+
+@dataclass(frozen=True)
+class Listing:
+    prefix: str = ""
+    limit: int = 100
+    offset: int = 0
+    column: str = "name"
+    descending: bool = False
+    search: str = ""
+
+
+def listing(body):
+    """A list request's body, checked: prefix, limit, offset, sortBy {column, order}, search."""
+    if not isinstance(body, dict):
+        raise invalid_request("The body must be a JSON object")
+    prefix = body.get("prefix") or ""
+    search = body.get("search") or ""
+    limit, offset = body.get("limit", 100), body.get("offset", 0)
+    sort = body.get("sortBy") or {}
+    if not isinstance(prefix, str) or not isinstance(search, str) or len(prefix) > MAX_NAME_CHARACTERS:
+        raise invalid_request("prefix and search must be text")
+    for value, low, high in ((limit, 1, MAX_LIST), (offset, 0, 10**9)):
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise invalid_request(f"limit must be 1 to {MAX_LIST} and offset at least 0")
+    if not isinstance(sort, dict):
+        raise invalid_request("sortBy must be an object with column and order")
+    column, order = sort.get("column") or "name", sort.get("order") or "asc"
+    if column not in SORT_COLUMNS or not isinstance(order, str) or order.lower() not in ("asc", "desc"):
+        raise invalid_request(f"sortBy.column must be one of {', '.join(SORT_COLUMNS)}, order asc or desc")
+    prefix = prefix.lstrip("/")
+    if prefix and not prefix.endswith("/"):
+        prefix += "/"
+    return Listing(prefix, limit, offset, column, order.lower() == "desc", search)
+
+
+def list_objects(bucket_id, who, request):
+    """The folders and objects right under `request.prefix`: a folder is an entry without an id."""
+
+    def work():
+        bucket = buckets.find(bucket_id)
+        access = buckets.authorize(bucket, "select", who)
+        if access is None:
+            return []
+        columns = (StorageObject.id, StorageObject.name, StorageObject.size, StorageObject.mimetype,
+                   StorageObject.cache_control, StorageObject.etag, StorageObject.created_at,
+                   StorageObject.updated_at)  # fmt: skip
+        query = sa.select(*columns).where(StorageObject.bucket_id == bucket_id)
+        if request.prefix:
+            query = query.where(StorageObject.name.startswith(request.prefix, autoescape=True))
+        if access.condition() is not None:
+            query = query.where(access.condition())
+        return db.session.execute(query).all()
+
+    entries, folders = [], set()
+    search = request.search.lower()
+    for row in transactions.read(work):
+        if not row.name.startswith(request.prefix):
+            continue  # SQLite's LIKE ignores case
+        rest = row.name[len(request.prefix) :]
+        if search and not rest.lower().startswith(search):
+            continue
+        head, slash, _ = rest.partition("/")
+        if slash:
+            if head not in folders:
+                folders.add(head)
+                entries.append(_folder(head))
+        else:
+            entries.append(_file(rest, row))
+    key = request.column
+    if key == "name":
+        entries.sort(key=lambda entry: entry["name"], reverse=request.descending)
+    else:
+        stamp = "updated_at" if key == "last_accessed_at" else key
+        entries.sort(key=lambda entry: (entry[stamp] or "", entry["name"]), reverse=request.descending)
+    return entries[request.offset : request.offset + request.limit]
+
+
+def _folder(name):
+    return {
+        "name": name,
+        "id": None,
+        "updated_at": None,
+        "created_at": None,
+        "last_accessed_at": None,
+        "metadata": None,
+    }
+
+
+def _file(name, row):
+    updated = clock.iso(row.updated_at)
+    return {
+        "name": name,
+        "id": row.id,
+        "updated_at": updated,
+        "created_at": clock.iso(row.created_at),
+        "last_accessed_at": updated,
+        "metadata": system_metadata(row),
+    }
+
+
+# --- move, copy, remove
+
+
+def _transfer_body(body):
+    if not isinstance(body, dict):
+        raise invalid_request("The body must be a JSON object")
+    source_bucket = body.get("bucketId")
+    if not isinstance(source_bucket, str):
+        raise invalid_request("bucketId, sourceKey and destinationKey are required")
+    target_bucket = body.get("destinationBucket") or source_bucket
+    if not isinstance(target_bucket, str):
+        raise invalid_request("destinationBucket must be a bucket's name")
+    return (
+        source_bucket,
+        check_name(body.get("sourceKey")),
+        target_bucket,
+        check_name(body.get("destinationKey")),
+    )
+
+
+@transactions.transactional
+def move(body, who):
+    source_bucket, source, target_bucket, target = _transfer_body(body)
+    bucket = buckets.find(source_bucket)
+    access = buckets.authorize(bucket, "update", who)
+    row = _locked(source_bucket, source)
+    if row is None or access is None or not access.reaches(row):
+        raise object_not_found()
+    if target_bucket != source_bucket:
+        buckets.require(buckets.find(target_bucket), "insert", who)
+    if (target_bucket, target) != (source_bucket, source) and _locked(target_bucket, target) is not None:
+        raise already_exists()
+    row.bucket_id, row.name, row.updated_at = target_bucket, target, clock.now()
+    db.session.flush()
+    return {"message": "Successfully moved", "Id": row.id, "Key": f"{target_bucket}/{target}"}
+
+
+def copy(body, who, upsert=False):
+    source_bucket, source, target_bucket, target = _transfer_body(body)
+    stored = find(source_bucket, source, who)
+    destination = bucket_for(target_bucket)
+    buckets.require(destination, "insert", who)
+    backend = files.backend()
+    key = files.new_key()
+    backend.copy(stored.storage_key, key)
+    received = files.Received("", stored.size, stored.etag)
+    upload = Upload(None, stored.mimetype, stored.cache_control, stored.user_metadata)
+    placed = _Placed(key)
+    try:
+        new_id, replaced = transactions.write(
+            _record, destination, target, who, upload, received, key, upsert, False, None, placed
+        )
+    except sa.exc.IntegrityError:
+        backend.delete(key)
+        raise already_exists() from None
+    except BaseException:
+        backend.delete(key)
+        raise
+    if replaced:
+        backend.delete(replaced)
+    return {"Id": new_id, "Key": f"{target_bucket}/{target}"}
+
+
+class _Placed:
+    """A backend stand-in for _record when the bytes are already under their key (a copy)."""
+
+    def __init__(self, key):
+        self.key = key
+
+    def place(self, received, key):
+        pass
+
+
+def remove(bucket_id, names, who):
+    """Delete the named objects the caller's delete rule reaches; the deleted ones, as Supabase lists them."""
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names) or len(names) > MAX_REMOVE:
+        raise invalid_request(f"prefixes must be a list of at most {MAX_REMOVE} object names")
+
+    def work():
+        bucket = buckets.find(bucket_id)
+        access = buckets.authorize(bucket, "delete", who)
+        if access is None or not names:
+            return []
+        query = sa.select(StorageObject).where(
+            StorageObject.bucket_id == bucket_id, StorageObject.name.in_(names)
+        )
+        if access.condition() is not None:
+            query = query.where(access.condition())
+        rows = db.session.scalars(query.with_for_update()).all()
+        deleted = [(_removed(row), row.storage_key) for row in rows]
+        if rows:
+            db.session.execute(sa.delete(StorageObject).where(StorageObject.id.in_([row.id for row in rows])))
+        return deleted
+
+    deleted = transactions.write(work)
+    backend = files.backend()
+    for _, key in deleted:
+        backend.delete(key)
+    return [shown for shown, _ in deleted]
+
+
+def _removed(row):
+    stored = Stored.of(row)
+    return {
+        "bucket_id": row.bucket_id,
+        "name": row.name,
+        "id": row.id,
+        "owner": row.owner,
+        "owner_id": row.owner,
+        "version": row.storage_key,
+        "created_at": clock.iso(row.created_at),
+        "updated_at": clock.iso(row.updated_at),
+        "last_accessed_at": clock.iso(row.updated_at),
+        "metadata": system_metadata(stored),
+        "user_metadata": row.user_metadata,
+    }
+
+
+# --- signed URLs
+
+
+def sign_download(bucket_id, name, who, expires_in):
+    find(bucket_id, name, who)
+    token = signing.sign(bucket_id, name, signing.DOWNLOAD, signing.lifetime(expires_in))
+    return {"signedURL": f"/object/sign/{bucket_id}/{name}?token={token}"}
+
+
+def sign_downloads(bucket_id, names, who, expires_in):
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names) or len(names) > MAX_LIST:
+        raise invalid_request(f"paths must be a list of at most {MAX_LIST} object names")
+    lifetime = signing.lifetime(expires_in)
+    signed = []
+    for name in names:
+        try:
+            find(bucket_id, name, who)
+        except APIError:
+            signed.append({"error": NOT_SIGNED, "path": name, "signedURL": None})
+            continue
+        token = signing.sign(bucket_id, name, signing.DOWNLOAD, lifetime)
+        signed.append(
+            {"error": None, "path": name, "signedURL": f"/object/sign/{bucket_id}/{name}?token={token}"}
+        )
+    return signed
+
+
+def sign_upload(bucket_id, name, who, upsert=False):
+    """A token for one upload of `name` without credentials, for 2 hours, as `who` (their rules now)."""
+    check_name(name)
+    bucket = bucket_for(bucket_id)
+    buckets.require(bucket, "insert", who)
+    if upsert:
+        buckets.require(bucket, "update", who)
+    owner = str(who.user_id) if who.user_id is not None else ""
+    token = signing.sign(bucket_id, name, signing.UPLOAD, signing.UPLOAD_LIFETIME, owner=owner, upsert=upsert)
+    return {"url": f"/object/upload/sign/{bucket_id}/{name}?token={token}", "token": token}
+
+
+def upload_signed(bucket_id, name, token, body):
+    """PUT /object/upload/sign: the upload a token allows, as the user who asked for it."""
+    check_name(name)
+    claims = signing.verify(token, bucket_id, name, signing.UPLOAD)
+    return upload(
+        bucket_id, name, None, body, upsert=bool(claims.get("upsert")), signed_owner=claims.get("owner") or ""
+    )
