@@ -81,6 +81,17 @@ def assert_rest_error(response, status, sent=""):
     return body
 
 
+def assert_storage_error(response, status, code=None):
+    """Supabase Storage's error body: statusCode as text, code, error, message; no database text."""
+    assert response.status_code == status, response.get_data(as_text=True)
+    body = response.get_json()
+    assert set(body) == {"statusCode", "code", "error", "message"}, body
+    assert body["statusCode"] == str(status) and body["message"] and body["error"]
+    assert code is None or body["code"] == code, body
+    assert "sqlalchemy" not in str(body).lower() and "traceback" not in str(body).lower()
+    return body
+
+
 def serve_app(app, threads=8, port=None):
     """`app` behind a real waitress server on `port` (a free one by default): (base URL, a function
     that stops it)."""
