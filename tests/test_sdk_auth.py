@@ -142,7 +142,7 @@ def test_app_metadata_is_set_by_an_administrator_only_and_reaches_the_token(admi
 @pytest.mark.parametrize(
     ("path", "shape", "code"),
     [
-        ("/storage/v1/object/public/avatars/a.png", "rest", "PGRST125"),
+        ("/storage/v1/object/public/avatars/a.png", "storage", "NoSuchKey"),
         ("/realtime/v1/websocket", "rest", "PGRST125"),
         ("/functions/v1/hello", "rest", "PGRST125"),
         ("/rest/v1/rpc/hello", "rest", "PGRST202"),
@@ -152,7 +152,14 @@ def test_app_metadata_is_set_by_an_administrator_only_and_reaches_the_token(admi
 def test_what_minibase_does_not_provide_is_a_json_404_in_that_apis_shape(api, path, shape, code):
     plain = api.get(path)
     assert plain.status_code == 404 and plain.is_json
-    if shape == "auth":
+    if shape == "storage":
+        assert plain.json == {
+            "statusCode": "404",
+            "code": code,
+            "error": "not_found",
+            "message": "Object not found",
+        }
+    elif shape == "auth":
         assert assert_auth_error(plain, 404, "not_found")["msg"].endswith(path)
         assert api.get(path, headers=SDK).json["code"] == code
     else:
@@ -161,7 +168,7 @@ def test_what_minibase_does_not_provide_is_a_json_404_in_that_apis_shape(api, pa
 
 
 def test_unknown_paths_answer_json_over_http(live_server):
-    for path in ("/storage/v1/bucket", "/functions/v1/x", "/nothing/here"):
+    for path in ("/graphql/v1", "/functions/v1/x", "/nothing/here"):
         response = requests.get(live_server + path, timeout=10)
         assert response.status_code == 404
         assert response.headers["Content-Type"] == "application/json"
