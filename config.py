@@ -228,6 +228,8 @@ def flask_settings(settings):
     if tables is None and (ROOT / "tables.toml").exists():
         tables = str(ROOT / "tables.toml")
     storage_root = Path(settings["STORAGE_ROOT"])
+    if settings["STORAGE_BACKEND"] == "s3" and not settings["S3_BUCKET"]:
+        raise ConfigError("STORAGE_BACKEND=s3 needs S3_BUCKET (and S3_ENDPOINT unless it is AWS)")
     external = settings["API_EXTERNAL_URL"] or f"http://{settings['HOST']}:{settings['PORT']}"
     return {
         **settings,

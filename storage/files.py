@@ -113,7 +113,7 @@ def backend():
     cache = state()
     if cache.storage_backend is None:
         if setting("STORAGE_BACKEND") == "s3":
-            from storage.s3 import S3
+            from storage.s3 import S3  # boto3 is imported only by those who use it
 
             cache.storage_backend = S3.from_settings(setting)
         else:

@@ -1,0 +1,74 @@
+"""STORAGE_BACKEND=s3 against a real S3-compatible server on 127.0.0.1 (moto's server, started by
+the tests), on both databases: the same API, the bytes in the S3 bucket under random keys."""
+
+import boto3
+import pytest
+
+from support import free_port
+
+moto_server = pytest.importorskip("moto.server")
+
+UPLOAD = {"Content-Type": "text/plain"}
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint():
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=free_port(), verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+@pytest.fixture
+def s3(s3_endpoint, request):
+    client = boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1",
+                          aws_access_key_id="test", aws_secret_access_key="test")  # fmt: skip
+    name = f"minibase-{abs(hash(request.node.nodeid)) % 10**8}"
+    client.create_bucket(Bucket=name)
+    yield client, name
+    client.close()
+
+
+@pytest.fixture
+def app(make_app, tables_config, storage_root, s3, s3_endpoint):
+    return make_app(
+        TABLES_CONFIG=str(tables_config), STORAGE_ROOT=str(storage_root), STORAGE_BACKEND="s3",
+        S3_ENDPOINT=s3_endpoint, S3_BUCKET=s3[1], S3_ACCESS_KEY_ID="test", S3_SECRET_ACCESS_KEY="test",
+    )  # fmt: skip
+
+
+def keys(s3):
+    client, bucket = s3
+    return [item["Key"] for item in client.list_objects_v2(Bucket=bucket).get("Contents", [])]
+
+
+def test_objects_live_in_the_s3_bucket(service, api, s3, storage_root):
+    assert service.post("/storage/v1/object/locked/a/b.txt", data=b"hello", headers=UPLOAD).status_code == 200
+    assert len(keys(s3)) == 1 and keys(s3)[0].startswith("objects/") and "b.txt" not in keys(s3)[0]
+    got = service.get("/storage/v1/object/locked/a/b.txt")
+    assert got.data == b"hello" and got.headers["ETag"] == '"5d41402abc4b2a76b9719d911017c592"'
+    part = service.get("/storage/v1/object/locked/a/b.txt", headers={"Range": "bytes=1-2"})
+    assert part.status_code == 206 and part.data == b"el"
+    replaced = service.post(
+        "/storage/v1/object/locked/a/b.txt", data=b"again", headers={**UPLOAD, "x-upsert": "true"}
+    )
+    assert replaced.status_code == 200 and len(keys(s3)) == 1
+    body = {"bucketId": "locked", "sourceKey": "a/b.txt", "destinationKey": "c.txt"}
+    assert service.post("/storage/v1/object/copy", json=body).status_code == 200 and len(keys(s3)) == 2
+    assert service.get("/storage/v1/object/locked/c.txt").data == b"again"
+    removed = service.delete("/storage/v1/object/locked", json={"prefixes": ["a/b.txt", "c.txt"]})
+    assert len(removed.json) == 2 and keys(s3) == []
+    assert list((storage_root / ".tmp").glob("*")) == []
+
+
+def test_s3_that_does_not_answer_is_a_503(make_app, tables_config, storage_root, service_key):
+    from support import Api, assert_storage_error
+
+    app = make_app(TABLES_CONFIG=str(tables_config), STORAGE_ROOT=str(storage_root), STORAGE_BACKEND="s3",
+                   S3_ENDPOINT=f"http://127.0.0.1:{free_port()}", S3_BUCKET="gone",
+                   S3_ACCESS_KEY_ID="x", S3_SECRET_ACCESS_KEY="x")  # fmt: skip
+    app.extensions["minibase"].storage_backend = None
+    client = Api(app, service_key)
+    assert_storage_error(client.post("/storage/v1/object/locked/x.txt", data=b"x", headers=UPLOAD), 503)
+    assert client.post("/storage/v1/object/list/locked", json={}).json == []  # no row was kept
