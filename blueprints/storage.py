@@ -6,13 +6,13 @@ import base64
 import binascii
 import re
 
-from flask import Blueprint, current_app, json, request
+from flask import Blueprint, abort, current_app, json, request
 from werkzeug.utils import send_file
 
 from blueprints.gateway import identity
 from config import setting
 from errors import invalid_request
-from storage import buckets, files, objects, signing
+from storage import buckets, files, images, objects, signing
 
 bp = Blueprint("storage", __name__, url_prefix="/storage/v1")
 
@@ -136,7 +136,10 @@ def remove_one(bucket_id, name):
 
 @bp.post("/object/sign/<bucket_id>/<path:name>")
 def sign(bucket_id, name):
-    return objects.sign_download(bucket_id, name, identity(), json_body().get("expiresIn"))
+    body = json_body()
+    wanted = body.get("transform")
+    transform = images.transform(wanted) if isinstance(wanted, dict) and wanted else None
+    return objects.sign_download(bucket_id, name, identity(), body.get("expiresIn"), transform)
 
 
 @bp.post("/object/sign/<bucket_id>")
@@ -155,6 +158,33 @@ def sign_upload(bucket_id, name):
 @bp.put("/object/upload/sign/<bucket_id>/<path:name>")
 def upload_signed(bucket_id, name):
     return objects.upload_signed(bucket_id, name, request.args.get("token"), upload_body())
+
+
+# --- image renditions
+
+
+@bp.get("/render/image/<kind>/<bucket_id>/<path:name>")
+def render_image(kind, bucket_id, name):
+    """An image resized: from a public bucket, by the caller's rules, or with a signed token (whose
+    own transformation, if it was signed with one, wins over the query string)."""
+    if kind not in ("public", "authenticated", "sign"):
+        abort(404)
+    wanted, who = request.args, None
+    if kind == "sign":
+        claims = signing.verify(request.args.get("token"), bucket_id, name, signing.DOWNLOAD)
+        wanted = claims.get("transform") or wanted
+    elif kind == "authenticated":
+        who = identity()
+    transform = images.transform(wanted)  # a bad one is refused before the file is opened
+    stored, file = objects.open_object(bucket_id, name, who, public=kind == "public", signed=kind == "sign")
+    with file:
+        data, mimetype = images.render(file, transform)
+    headers = {
+        "Content-Type": mimetype,
+        "Cache-Control": stored.cache_control,
+        "Content-Security-Policy": SANDBOX,
+    }
+    return data, headers
 
 
 # --- reading the request

@@ -481,10 +481,16 @@ def _removed(row):
 # --- signed URLs
 
 
-def sign_download(bucket_id, name, who, expires_in):
+def sign_download(bucket_id, name, who, expires_in, transform=None):
+    """A signed download URL; with `transform` (an images.Transform), one of the resized image."""
     find(bucket_id, name, who)
-    token = signing.sign(bucket_id, name, signing.DOWNLOAD, signing.lifetime(expires_in))
-    return {"signedURL": f"/object/sign/{bucket_id}/{name}?token={token}"}
+    lifetime = signing.lifetime(expires_in)
+    if transform is None:
+        token = signing.sign(bucket_id, name, signing.DOWNLOAD, lifetime)
+        return {"signedURL": f"/object/sign/{bucket_id}/{name}?token={token}"}
+    wanted = {key: value for key, value in vars(transform).items() if value is not None}
+    token = signing.sign(bucket_id, name, signing.DOWNLOAD, lifetime, transform=wanted)
+    return {"signedURL": f"/render/image/sign/{bucket_id}/{name}?token={token}"}
 
 
 def sign_downloads(bucket_id, names, who, expires_in):
