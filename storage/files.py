@@ -63,6 +63,8 @@ def receive(stream, limit, directory):
                     raise too_large(limit)
                 digest.update(chunk)
                 file.write(chunk)
+            file.flush()
+            os.fsync(file.fileno())  # on disk before a committed row can name it, power cuts included
     except BaseException:
         os.unlink(path)
         raise

@@ -32,6 +32,7 @@ import sqlalchemy as sa
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from auth import tokens  # noqa: E402
+from tools.bench_storage import bench_storage  # noqa: E402
 from tools.servers import (  # noqa: E402
     LOGS,
     PASSWORD,
@@ -239,6 +240,7 @@ def main():
         rows = sqlite_rows(results, signin / bound, rss, peer is not None)
         rows += bench_scale(workdir, results, key)
         rows += bench_policies(workdir, results, key)
+        rows += bench_storage(results, workdir)
         rows += bench_mariadb(workdir, results, key, path)
         if peer is None:
             print("\n(datasette is not installed: `make bench` installs it into .venv-bench)")

@@ -12,11 +12,9 @@ from pathlib import Path
 import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from servers import LOGS, ROOT, SECRET, free_port, spawn, stop, wait_until_up  # noqa: E402
 
 from auth import tokens  # noqa: E402
+from tools.servers import LOGS, ROOT, SECRET, free_port, spawn, stop, wait_until_up  # noqa: E402
 
 CHUNK = 1024 * 1024
 
@@ -29,6 +27,7 @@ def peak_mb(process):
 
 
 def start(workdir, megabytes):
+    """minibase with a bucket `big` for the service key, taking objects of up to `megabytes` MB."""
     (workdir / "tables.toml").write_text("[buckets.big]\n")
     port = free_port()
     env = {

@@ -1,12 +1,7 @@
 """A large upload and its download stream: the server's peak memory hardly moves (tools/storage_memory.py,
 which `make` users run with 200 MB)."""
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent / "tools"))
-
-import storage_memory  # noqa: E402
+from tools import storage_memory
 
 
 def test_an_upload_and_its_download_stream():
