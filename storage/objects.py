@@ -116,8 +116,20 @@ def upload(bucket_id, name, who, body, upsert=False, replace=False, signed_owner
     received = files.receive(body.stream, file_size_limit(bucket), files.staging_directory())
     key = files.new_key()
     try:
+        stored = _commit(
+            backend, backend, bucket, name, who, body, received, key, upsert, replace, signed_owner
+        )
+    finally:
+        received.discard()
+    return {"Id": stored, "Key": f"{bucket_id}/{name}"}
+
+
+def _commit(backend, placer, bucket, name, who, body, received, key, upsert, replace, signed_owner):
+    """Record the object whose bytes `placer` puts under `key` (_record, one transaction): the id of
+    its row. When that fails the bytes go; when it commits, those of the object it replaced."""
+    try:
         stored, replaced = transactions.write(
-            _record, bucket, name, who, body, received, key, upsert, replace, signed_owner, backend
+            _record, bucket, name, who, body, received, key, upsert, replace, signed_owner, placer
         )
     except sa.exc.IntegrityError:
         backend.delete(key)
@@ -125,11 +137,9 @@ def upload(bucket_id, name, who, body, upsert=False, replace=False, signed_owner
     except BaseException:
         backend.delete(key)
         raise
-    finally:
-        received.discard()
     if replaced:
         backend.delete(replaced)
-    return {"Id": stored, "Key": f"{bucket_id}/{name}"}
+    return stored
 
 
 def already_exists():
@@ -407,27 +417,12 @@ def copy(body, who, upsert=False):
     backend.copy(stored.storage_key, key)
     received = files.Received("", stored.size, stored.etag)
     upload = Upload(None, stored.mimetype, stored.cache_control, stored.user_metadata)
-    placed = _Placed(key)
-    try:
-        new_id, replaced = transactions.write(
-            _record, destination, target, who, upload, received, key, upsert, False, None, placed
-        )
-    except sa.exc.IntegrityError:
-        backend.delete(key)
-        raise already_exists() from None
-    except BaseException:
-        backend.delete(key)
-        raise
-    if replaced:
-        backend.delete(replaced)
+    new_id = _commit(backend, _Placed(), destination, target, who, upload, received, key, upsert, False, None)
     return {"Id": new_id, "Key": f"{target_bucket}/{target}"}
 
 
 class _Placed:
     """A backend stand-in for _record when the bytes are already under their key (a copy)."""
-
-    def __init__(self, key):
-        self.key = key
 
     def place(self, received, key):
         pass
