@@ -43,6 +43,8 @@ def make_server(app, host, port, threads, sockets=None):
         channel_timeout=CHANNEL_TIMEOUT,
         cleanup_interval=CLEANUP_INTERVAL,
         ident="minibase",
+        # waitress buffers a body before the app sees it: past the largest upload (and its form), stop.
+        max_request_body_size=app.config["STORAGE_FILE_SIZE_LIMIT"] + 1024 * 1024,
     )
 
 

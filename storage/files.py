@@ -4,6 +4,7 @@ received into a temporary file (streamed, counted, hashed), then placed under it
 transaction that records it is open; the key is unknown to every row until that transaction commits."""
 
 import hashlib
+import logging
 import os
 import secrets
 import shutil
@@ -16,6 +17,8 @@ from errors import Storage, storage_error
 from extensions import state
 
 CHUNK = 256 * 1024
+
+log = logging.getLogger("minibase")
 
 
 @dataclass
@@ -49,8 +52,11 @@ def too_large(limit):
 def receive(stream, limit, directory):
     """Copy `stream` into a new temporary file in `directory`, chunk by chunk; a 413 past `limit`
     bytes, and no file left behind when anything goes wrong (a client that hangs up included)."""
-    os.makedirs(directory, exist_ok=True)
-    fd, path = tempfile.mkstemp(dir=directory, prefix="upload-")
+    try:
+        os.makedirs(directory, exist_ok=True)
+        fd, path = tempfile.mkstemp(dir=directory, prefix="upload-")
+    except OSError:
+        raise disk_unavailable() from None
     digest, size = hashlib.md5(usedforsecurity=False), 0
     try:
         with os.fdopen(fd, "wb") as file:
@@ -65,10 +71,16 @@ def receive(stream, limit, directory):
                 file.write(chunk)
             file.flush()
             os.fsync(file.fileno())  # on disk before a committed row can name it, power cuts included
-    except BaseException:
+    except BaseException as exc:
         os.unlink(path)
+        if isinstance(exc, OSError):
+            raise disk_unavailable() from None  # full, read-only, gone: the client's body was fine
         raise
     return Received(path, size, digest.hexdigest())
+
+
+def disk_unavailable():
+    return storage_error(503, Storage.UNAVAILABLE, "The storage disk is not available, try again later")
 
 
 class Disk:
@@ -85,19 +97,27 @@ class Disk:
         """Put the received file under `key`; again with the same arguments, nothing more happens
         (a transaction that is tried again places its file again)."""
         target = self.path(key)
-        target.parent.mkdir(parents=True, exist_ok=True)
         try:
+            target.parent.mkdir(parents=True, exist_ok=True)
             os.link(received.path, target)
         except FileExistsError:
             pass
+        except OSError:
+            raise disk_unavailable() from None
 
     def copy(self, key, new_key):
         target = self.path(new_key)
-        target.parent.mkdir(parents=True, exist_ok=True)
         draft = self.staging / f"copy-{new_key}"
-        self.staging.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(self.path(key), draft)
-        os.replace(draft, target)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            self.staging.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(self.path(key), draft)
+            os.replace(draft, target)
+        except FileNotFoundError:
+            raise
+        except OSError:
+            draft.unlink(missing_ok=True)
+            raise disk_unavailable() from None
 
     def open(self, key):
         """The object's bytes as an open binary file; FileNotFoundError when they are gone."""
@@ -108,6 +128,8 @@ class Disk:
             os.unlink(self.path(key))
         except FileNotFoundError:
             pass
+        except OSError as exc:  # the row is gone already: what is left is a file no row names
+            log.warning("could not delete the stored object %s: %s", key, exc.strerror)
 
 
 def backend():

@@ -356,3 +356,11 @@ def test_a_browser_preflight_gets_cors_headers(app):
     )
     assert preflight.status_code == 200 and preflight.headers["Access-Control-Allow-Origin"] == "*"
     assert "x-upsert" in preflight.headers["Access-Control-Allow-Headers"].lower()
+
+
+def test_a_disk_that_cannot_be_written_is_a_503(make_app, tables_config, tmp_path, service_key):
+    blocked = tmp_path / "not-a-directory"
+    blocked.write_text("")
+    client = Api(make_app(TABLES_CONFIG=str(tables_config), STORAGE_ROOT=str(blocked)), service_key)
+    assert_storage_error(upload(client, "locked/a.txt"), 503)
+    assert client.post(f"{OBJECTS}/list/locked", json={}).json == []
