@@ -13,6 +13,7 @@ from blueprints.gateway import identity
 from config import setting
 from errors import invalid_request
 from storage import buckets, files, images, objects, signing
+from values import strict_json
 
 bp = Blueprint("storage", __name__, url_prefix="/storage/v1")
 
@@ -191,7 +192,13 @@ def render_image(kind, bucket_id, name):
 
 
 def json_body():
-    body = request.get_json(silent=True) if request.content_length else {}
+    """The body as a JSON object ({} when there is none): strict, so nothing that cannot be stored
+    or takes unbounded work to walk (NaN, unpaired surrogates, deep nesting)."""
+    raw = request.get_data(cache=False)
+    try:
+        body = strict_json(raw) if raw.strip() else {}
+    except ValueError:
+        body = None
     if not isinstance(body, dict):
         raise invalid_request("The body must be a JSON object")
     return body
@@ -244,9 +251,8 @@ def parse_metadata(value, encoded):
     if len(value) > MAX_METADATA * 2:
         raise invalid_request("The metadata is too large")
     try:
-        text = base64.b64decode(value, validate=True).decode("utf-8") if encoded else value
-        metadata = json.loads(text)
-    except (binascii.Error, UnicodeDecodeError, ValueError):
+        metadata = strict_json(base64.b64decode(value, validate=True) if encoded else value.encode("utf-8"))
+    except (binascii.Error, UnicodeError, ValueError):
         raise invalid_request("The metadata must be a JSON object (base64-encoded in x-metadata)") from None
     if not isinstance(metadata, dict) or len(json.dumps(metadata)) > MAX_METADATA:
         raise invalid_request("The metadata must be a JSON object of at most 8 KB")

@@ -364,3 +364,32 @@ def test_a_disk_that_cannot_be_written_is_a_503(make_app, tables_config, tmp_pat
     client = Api(make_app(TABLES_CONFIG=str(tables_config), STORAGE_ROOT=str(blocked)), service_key)
     assert_storage_error(upload(client, "locked/a.txt"), 503)
     assert client.post(f"{OBJECTS}/list/locked", json={}).json == []
+
+
+@pytest.mark.parametrize(
+    "body",
+    ["[" * 100_000, '{"prefix": "\\ud800"}', '{"limit": 1e999}', '{"limit": NaN}',
+     '{"sortBy": {"column": ["x"]}}', "[]", '"text"', "{", '{"prefix": "a\\u0000"}'],
+)  # fmt: skip
+def test_no_body_makes_a_5xx(service, body):
+    for path in (
+        "/list/locked",
+        "/move",
+        "/copy",
+        "/sign/locked",
+        "/sign/locked/a.txt",
+        "/upload/sign/locked/a.txt",
+    ):
+        response = service.post(f"{OBJECTS}{path}", data=body, content_type="application/json")
+        assert response.status_code < 500, response.get_data(as_text=True)
+    assert service.delete(f"{OBJECTS}/locked", data=body, content_type="application/json").status_code == 400
+
+
+def test_names_in_any_script(service, api):
+    name = "😀/ünïcödé 名前.txt"
+    assert upload(service, f"locked/{name}").status_code == 200
+    assert service.get(f"{OBJECTS}/locked/{name}").data == b"hello"
+    listed = service.post(f"{OBJECTS}/list/locked", json={"prefix": "😀"}).json
+    assert [entry["name"] for entry in listed] == ["ünïcödé 名前.txt"]
+    assert upload(service, f"locked/{'é' * 512}").status_code == 200  # 1024 UTF-8 bytes
+    assert_storage_error(upload(service, f"locked/{'é' * 513}"), 400, "InvalidKey")
