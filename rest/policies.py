@@ -4,8 +4,6 @@ table API asks `authorize` for a Grant, and a Grant's condition keeps a caller t
 owner rule and its row policy admit (rest/reflection.py reflects the database)."""
 
 import difflib
-import json
-import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,16 +14,12 @@ from config import ConfigError
 from errors import APIError, Rest
 from extensions import state
 from models import SERVICE_TABLES
+from row_policies import RowPolicy, values_for
+from row_policies import parse as row_policies_section
 
 OPERATIONS = ("select", "insert", "update", "delete")
 RULES = ("anon", "authenticated", "owner", "service_role")
 TABLE_KEYS = frozenset({*OPERATIONS, "owner_column", "columns", "primary_key", "references", "policies"})
-POLICY_KEYS = ("select", "insert", "update", "update_check", "delete")
-# The parameters a row policy may use, and the bound parameter each becomes (rls_…, so that none
-# meets a filter's p0, p1, … or a plan's owner, limit and offset).
-PARAMETER = re.compile(r"(?<![:\w]):([A-Za-z_][\w.]*)")
-POLICY_PARAMETERS = ("uid", "role", "email", "aal")
-APP_METADATA = re.compile(r"app_metadata\.([A-Za-z_]\w*)")
 FUNCTION_KEYS = frozenset({"sql", "execute", "returns", "writes", "defaults"})
 RETURNS = ("rows", "one", "scalar")
 # Any table of the service, present or future, carries this prefix (models.SERVICE_TABLES).
@@ -42,51 +36,6 @@ class Policy:
     read_only: bool = False  # the users table: it changes through /auth/v1 only
     references: tuple = ()  # (column, table, column): foreign keys the database does not declare
     row_policies: dict = field(default_factory=dict)  # operation -> RowPolicy ([tables.NAME.policies])
-
-
-@dataclass(frozen=True)
-class RowPolicy:
-    """A [tables.NAME.policies] entry: a boolean SQL expression over the table's columns, its
-    :uid, :role, :email, :aal and :app_metadata.KEY turned into bound parameters named rls_…"""
-
-    table: str
-    operation: str
-    sql: str  # with :rls_… parameters
-    params: tuple  # the rls_… names it binds
-
-    def clause(self, table, values=None):
-        """The expression over `table` (a Table, or an alias of one in an embed), with `values` bound,
-        or, without them, parameters that each execution must pass (a prepared plan's)."""
-        binds = [
-            sa.bindparam(name, required=True) if values is None else sa.bindparam(name, values.get(name))
-            for name in self.params
-        ]
-        expression = sa.text(f"({self.sql})").bindparams(*binds)
-        base = getattr(table, "element", None)
-        key = list(base.primary_key.columns) if isinstance(base, sa.Table) else []
-        if not key:
-            return expression
-        # An alias: the policy names the table itself (projects.team_id), so it chooses the keys.
-        chosen = sa.select(*key).where(expression)
-        if len(key) == 1:
-            return table.c[key[0].key].in_(chosen)
-        return sa.tuple_(*(table.c[column.key] for column in key)).in_(chosen)
-
-
-def policy_values(who):
-    """The row policies' parameters for a caller: its id, role, email, assurance level and
-    app_metadata (set by an administrator), NULL where it has none."""
-    user = getattr(who, "user", None)
-    metadata = (getattr(user, "app_metadata", None) or {}) if user is not None else {}
-    values = {
-        "rls_uid": who.user_id,
-        "rls_role": who.role,
-        "rls_email": getattr(user, "email", None),
-        "rls_aal": getattr(who, "aal", None),
-    }
-    for key, value in metadata.items():
-        values[f"rls_app_metadata__{key}"] = json.dumps(value) if isinstance(value, dict | list) else value
-    return values
 
 
 @dataclass(frozen=True)
@@ -256,7 +205,7 @@ def _policy(name, entry, forbidden, users, source):
     if owner_column is None and "owner" in rules.values():
         raise ConfigError(f"{where}: a rule is 'owner', so owner_column must name the owner's column")
     references = _references(where, entry.get("references", {}))
-    row_policies = _row_policies(where, name, entry.get("policies", {}))
+    row_policies = row_policies_section(where, name, entry.get("policies", {}))
     if read_only and row_policies:
         raise ConfigError(f"{where}: the users table takes no row policies")
     return Policy(
@@ -269,41 +218,6 @@ def _policy(name, entry, forbidden, users, source):
         references,
         row_policies,
     )
-
-
-def _row_policies(where, name, entry):
-    """[tables.NAME.policies]: operation -> RowPolicy. Whether the SQL compiles is the database's to
-    say, at start (reflection.check_row_policies); here, that its parameters are ones we bind."""
-    if not isinstance(entry, dict):
-        raise ConfigError(f"{where}: policies must be a table of SQL expressions")
-    found = {}
-    for operation, sql in entry.items():
-        if operation not in POLICY_KEYS:
-            raise ConfigError(
-                f"{where}.policies: unknown key {operation!r}; expected {', '.join(POLICY_KEYS)}"
-            )
-        if not isinstance(sql, str) or not sql.strip():
-            raise ConfigError(f"{where}.policies: {operation} must be an SQL expression")
-        params = []
-
-        def bound(match, operation=operation, params=params):
-            parameter = match.group(1)
-            metadata = APP_METADATA.fullmatch(parameter)
-            if parameter in POLICY_PARAMETERS:
-                name = f"rls_{parameter}"
-            elif metadata is not None:
-                name = f"rls_app_metadata__{metadata.group(1)}"
-            else:
-                raise ConfigError(
-                    f"{where}.policies: {operation} uses :{parameter}; a policy may use :uid, :role, "
-                    ":email, :aal and :app_metadata.KEY"
-                )
-            params.append(name)
-            return f":{name}"
-
-        text = PARAMETER.sub(bound, sql)
-        found[operation] = RowPolicy(name, operation, text, tuple(dict.fromkeys(params)))
-    return found
 
 
 def _references(where, entry):
@@ -409,7 +323,7 @@ def authorize(policy, operation, who):
         check = rows.get("insert") if operation == "insert" else None
         if operation == "update":
             check = rows.get("update_check", using)
-        values = policy_values(who) if using is not None or check is not None else {}
+        values = values_for(who) if using is not None or check is not None else {}
         return Grant(policy, owner, using, check, values)
     raise _rule_refused(who, rule, f"table '{policy.table}'")
 

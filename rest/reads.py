@@ -58,7 +58,7 @@ def count(table, where):
 
 
 def admitted(table, policy, values, keys):
-    """Whether every row whose primary key is in `keys` passes `policy` (a policies.RowPolicy) with
+    """Whether every row whose primary key is in `keys` passes `policy` (a row_policies.RowPolicy) with
     `values`: the check of rows just written, in the writing transaction."""
     failing = sa.case((policy.clause(table, values), 1), else_=0) == 0
     for chunk in chunks(primary_key(table), keys):

@@ -20,6 +20,7 @@ from database.transactions import error_code
 from errors import APIError, Rest
 from extensions import db, state
 from rest import policies
+from row_policies import check_compiles
 from values import row_shape
 
 log = logging.getLogger("minibase")
@@ -188,20 +189,7 @@ def check_row_policies():
             if operation in ("insert", "update", "update_check") and not primary_key(table):
                 raise ConfigError(f"{where}: {operation} needs the table to have a primary key")
             statement = sa.select(sa.literal(1)).select_from(table).where(row_policy.clause(table, {}))
-            try:
-                with db.engine.connect() as connection:
-                    connection.execute(statement.limit(0)).all()
-            except sa.exc.OperationalError as exc:
-                if exc.connection_invalidated:
-                    raise  # the database is down, not the policy wrong
-                raise ConfigError(f"{where}: {operation} does not compile: {_first_line(exc)}") from None
-            except sa.exc.DBAPIError as exc:
-                raise ConfigError(f"{where}: {operation} does not compile: {_first_line(exc)}") from None
-
-
-def _first_line(exc):
-    """The database's own words for a policy it refused: the operator's SQL, for the operator."""
-    return str(exc.orig).splitlines()[0][:300]
+            check_compiles(statement, where, operation)
 
 
 def primary_key(table):

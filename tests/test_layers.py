@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-LEAVES = ("models", "filters", "values", "errors", "config", "extensions")
+LEAVES = ("models", "filters", "values", "errors", "config", "extensions", "row_policies")
 ABOVE = frozenset({"app", "wsgi", "blueprints", "runtime", "auth", "rest", "storage", "database", "tools"})
 
 
