@@ -81,7 +81,11 @@ def create_app(test_config=None):
     connections.init_app(app)
     mail.warn_if_not_configured(app)
     with app.app_context():
-        needed = app.config["AUTO_MIGRATE"] or any(p.row_policies for p in policies.policies().values())
+        needed = (
+            app.config["AUTO_MIGRATE"]
+            or any(p.row_policies for p in policies.policies().values())
+            or buckets.has_policies()
+        )
         if needed and not prepare_database():
             # Start all the same, and answer 503 until the database answers and is migrated: a host
             # that imports wsgi.py, or a database that starts after the service, needs no restart.
@@ -100,6 +104,7 @@ def prepare_database():
             users_table()
             buckets.ensure_synced()
         reflection.check_row_policies()
+        buckets.check_policies()
     except OperationalError as exc:
         url = make_url(current_app.config["DATABASE_URL"])
         where = url.database if url.get_backend_name() == "sqlite" else f"{url.host}:{url.port or 3306}"

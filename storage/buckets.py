@@ -15,11 +15,13 @@ from database import transactions
 from errors import Storage, bucket_not_found, invalid_request, storage_error
 from extensions import db, state
 from models import StorageBucket, StorageObject, upsert
+from row_policies import RowPolicy, check_compiles, values_for
+from row_policies import parse as row_policies_section
 from storage import clock
 
 OPERATIONS = ("select", "insert", "update", "delete")
 RULES = ("anon", "authenticated", "owner", "service_role")
-BUCKET_KEYS = frozenset({*OPERATIONS, "public", "file_size_limit", "allowed_mime_types"})
+BUCKET_KEYS = frozenset({*OPERATIONS, "public", "file_size_limit", "allowed_mime_types", "policies"})
 # Letters, digits, '-', '_' and '.', as S3 and Supabase allow, not starting with a dot.
 BUCKET_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,62}")
 MIME_PATTERN = re.compile(r"[a-z0-9!#$&^_.+-]+/(\*|[a-z0-9!#$&^_.+-]+)")
@@ -37,6 +39,7 @@ class Bucket:
     file_size_limit: int | None
     allowed_mime_types: tuple | None
     rules: dict = field(default_factory=dict)
+    policies: dict = field(default_factory=dict)  # operation -> RowPolicy ([buckets.NAME.policies])
 
 
 @dataclass(frozen=True)
@@ -48,22 +51,91 @@ class Declared:
     file_size_limit: int | None
     allowed_mime_types: tuple | None
     rules: dict
+    policies: dict
 
 
 @dataclass(frozen=True)
 class Access:
-    """Permission for one operation in a bucket; `owner` set means only the objects that user uploaded.
-    Row policies over objects ([buckets.NAME.policies]) will add their condition here."""
+    """Permission for one operation in a bucket: `owner` set means only the objects that user
+    uploaded; `using`, the row policy that chooses the objects it reaches; `check`, the one an object
+    it writes must pass; `values`, the policies' parameters for this caller."""
 
     bucket: Bucket
     owner: str | None = None
+    using: RowPolicy | None = None
+    check: RowPolicy | None = None
+    values: dict = field(default_factory=dict)
 
     def condition(self):
         """The WHERE condition of the objects this access reaches, or None for all of the bucket's."""
-        return None if self.owner is None else StorageObject.owner == self.owner
+        conditions = []
+        if self.owner is not None:
+            conditions.append(StorageObject.owner == self.owner)
+        if self.using is not None:
+            view = policy_view()
+            chosen = sa.select(view.c.id).where(self.using.clause(view, self.values))
+            conditions.append(StorageObject.id.in_(chosen))
+        return sa.and_(*conditions) if conditions else None
 
     def reaches(self, row):
-        return self.owner is None or row.owner == self.owner
+        """Whether the object `row` (in the caller's transaction) is one this access reaches."""
+        if self.owner is not None and row.owner != self.owner:
+            return False
+        return self.using is None or _admits(self.using, self.values, row.id)
+
+    def check_written(self, row_id):
+        """After a write, in its transaction: refuse it (and so roll it back) when the object it left
+        does not pass the check policy."""
+        if self.check is not None and not _admits(self.check, self.values, row_id):
+            raise denied_by_policy()
+
+    def check_proposed(self, name, owner):
+        """Before a write that happens later without credentials (a signed upload): refuse it now when
+        the object it would make does not pass the check policy."""
+        if self.check is None:
+            return
+        row = sa.select(
+            sa.literal(None, sa.String).label("id"),
+            sa.literal(self.bucket.id).label("bucket_id"),
+            sa.literal(name).label("name"),
+            sa.literal(owner, sa.String).label("owner"),
+            sa.literal(owner, sa.String).label("owner_id"),
+            sa.null().label("metadata"),
+        ).subquery("objects")
+        statement = sa.select(sa.literal(1)).select_from(row).where(self.check.clause(row, self.values))
+        if db.session.execute(statement).first() is None:
+            raise denied_by_policy()
+
+
+def policy_view():
+    """What a bucket's row policies see of an object: its id, bucket_id, name, owner (and owner_id, as
+    Supabase names it), metadata (the user metadata sent with the upload), mimetype, size and times."""
+    objects = StorageObject.__table__.c
+    return sa.select(
+        objects.id,
+        objects.bucket_id,
+        objects.name,
+        objects.owner,
+        objects.owner.label("owner_id"),
+        objects.user_metadata.label("metadata"),
+        objects.mimetype,
+        objects.size,
+        objects.created_at,
+        objects.updated_at,
+    ).subquery("objects")
+
+
+def _admits(policy, values, object_id):
+    view = policy_view()
+    statement = sa.select(view.c.id).where(view.c.id == object_id, policy.clause(view, values))
+    return db.session.execute(statement).first() is not None
+
+
+def denied_by_policy():
+    """An object written that its bucket's row policy does not admit: 403, whoever the caller."""
+    return storage_error(
+        403, Storage.ACCESS_DENIED, "new row violates row-level security policy", "Unauthorized"
+    )
 
 
 # --- tables.toml
@@ -94,8 +166,6 @@ def _declared(name, entry, source):
         raise ConfigError(f"{where}: a bucket name is 1 to 63 letters, digits, '-', '_' or '.'")
     if not isinstance(entry, dict):
         raise ConfigError(f"{where} must be a table of settings and rules")
-    if "policies" in entry:
-        raise ConfigError(f"{where}.policies: row policies over objects are not supported yet")
     unknown = sorted(set(entry) - BUCKET_KEYS)
     if unknown:
         raise ConfigError(f"{where}: unknown key {unknown[0]!r}; expected {', '.join(sorted(BUCKET_KEYS))}")
@@ -120,7 +190,8 @@ def _declared(name, entry, source):
             raise ConfigError(f"{where}: {operation} = {rule!r} is not one of {', '.join(RULES)}")
         rules[operation] = rule
     size = parse_size(limit) if limit is not None else None
-    return Declared(name, public, size, tuple(types) if types is not None else None, rules)
+    policies = row_policies_section(where, name, entry.get("policies", {}))
+    return Declared(name, public, size, tuple(types) if types is not None else None, rules, policies)
 
 
 def init_app(app):
@@ -150,6 +221,20 @@ def sync_declared():
         upsert(table, values, ["id"], update)
 
 
+def check_policies():
+    """Each [buckets.NAME.policies] entry, compiled and run by the database over the objects (a
+    ConfigError naming the bucket and the operation when one does not compile)."""
+    for bucket in declared().values():
+        for operation, policy in bucket.policies.items():
+            view = policy_view()
+            statement = sa.select(view.c.id).where(policy.clause(view, {}))
+            check_compiles(statement, f"tables.toml: [buckets.{bucket.id}.policies]", operation)
+
+
+def has_policies():
+    return any(bucket.policies for bucket in declared().values())
+
+
 def ensure_synced():
     """sync_declared once per app, on the first storage request (start-up does it when it migrates)."""
     cache = state()
@@ -165,15 +250,24 @@ def ensure_synced():
 
 
 def authorize(bucket, operation, who):
-    """The Access for `who` to do `operation` in `bucket`; None when its rule refuses them."""
+    """The Access for `who` to do `operation` in `bucket`, with the row policy that applies (the
+    service_role key passes them all); None when its rule refuses them."""
     if who.role == "service_role":
         return Access(bucket)
     rule = bucket.rules.get(operation, "service_role")
     if rule == "anon" or (who.role == "authenticated" and rule == "authenticated"):
-        return Access(bucket)
-    if who.role == "authenticated" and rule == "owner":
-        return Access(bucket, owner=str(who.user_id))
-    return None
+        owner = None
+    elif who.role == "authenticated" and rule == "owner":
+        owner = str(who.user_id)
+    else:
+        return None
+    policies = bucket.policies
+    using = policies.get(operation) if operation != "insert" else None
+    check = policies.get("insert") if operation == "insert" else None
+    if operation == "update":
+        check = policies.get("update_check", using)
+    values = values_for(who) if using is not None or check is not None else {}
+    return Access(bucket, owner, using, check, values)
 
 
 def require(bucket, operation, who):
@@ -202,6 +296,7 @@ def _bucket(row):
         row.file_size_limit,
         tuple(row.allowed_mime_types) if row.allowed_mime_types is not None else None,
         dict(rules.rules) if rules else {},
+        dict(rules.policies) if rules else {},
     )
 
 

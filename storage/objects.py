@@ -161,9 +161,12 @@ def _record(bucket, name, who, body, received, key, upsert, replace, signed_owne
         raise object_not_found()
     if existing is not None and not (upsert or replace):
         raise already_exists()
-    if existing is not None and signed_owner is None:
-        access = buckets.authorize(bucket, "update", who)
-        if access is None or not access.reaches(existing):
+    access = None  # a signed upload's token stands for the rules, checked when it was made
+    if signed_owner is None:
+        access = buckets.authorize(bucket, "insert" if existing is None else "update", who)
+        if access is None:
+            raise object_not_found() if replace else buckets.denied(who)
+        if existing is not None and not access.reaches(existing):
             if replace:
                 raise object_not_found()
             raise buckets.denied(who)
@@ -189,6 +192,8 @@ def _record(bucket, name, who, body, received, key, upsert, replace, signed_owne
         for column, value in values.items():
             setattr(existing, column, value)
     db.session.flush()
+    if access is not None:
+        access.check_written(existing.id)
     backend.place(received, key)  # last: the bytes are in place when the row that names them commits
     return existing.id, replaced
 
@@ -398,12 +403,16 @@ def move(body, who):
     row = _locked(source_bucket, source)
     if row is None or access is None or not access.reaches(row):
         raise object_not_found()
+    moved_in = None
     if target_bucket != source_bucket:
-        buckets.require(buckets.find(target_bucket), "insert", who)
+        moved_in = buckets.require(buckets.find(target_bucket), "insert", who)
     if (target_bucket, target) != (source_bucket, source) and _locked(target_bucket, target) is not None:
         raise already_exists()
     row.bucket_id, row.name, row.updated_at = target_bucket, target, clock.now()
     db.session.flush()
+    access.check_written(row.id)
+    if moved_in is not None:
+        moved_in.check_written(row.id)
     return {"message": "Successfully moved", "Id": row.id, "Key": f"{target_bucket}/{target}"}
 
 
@@ -509,11 +518,15 @@ def sign_downloads(bucket_id, names, who, expires_in):
 def sign_upload(bucket_id, name, who, upsert=False):
     """A token for one upload of `name` without credentials, for 2 hours, as `who` (their rules now)."""
     check_name(name)
-    bucket = bucket_for(bucket_id)
-    buckets.require(bucket, "insert", who)
-    if upsert:
-        buckets.require(bucket, "update", who)
     owner = str(who.user_id) if who.user_id is not None else ""
+
+    def allowed():
+        bucket = buckets.find(bucket_id)
+        buckets.require(bucket, "insert", who).check_proposed(name, owner or None)
+        if upsert:
+            buckets.require(bucket, "update", who)
+
+    transactions.read(allowed)
     token = signing.sign(bucket_id, name, signing.UPLOAD, signing.UPLOAD_LIFETIME, owner=owner, upsert=upsert)
     return {"url": f"/object/upload/sign/{bucket_id}/{name}?token={token}", "token": token}
 

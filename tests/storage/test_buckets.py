@@ -55,7 +55,7 @@ def test_a_declaration_that_cannot_work_stops_the_start(tmp_path, database_url):
         ('[buckets.a]\npublic = "yes"', "public"),
         ('[buckets."../x"]', "bucket name"),
         ('[buckets.a]\nfile_size_limit = "big"', "file_size_limit"),
-        ('[buckets.a.policies]\ninsert = "true"', "not supported"),
+        ('[buckets.a.policies]\nupsert = "true"', "unknown key 'upsert'"),
     ):
         path = tmp_path / "tables.toml"
         path.write_text(text)
