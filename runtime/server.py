@@ -31,6 +31,7 @@ def _allow_open_files(needed):
 
 def make_server(app, host, port, threads, sockets=None):
     """A waitress server bound to host:port, or accepting on `sockets` already listening."""
+    proxies = _trusted_proxies(app.config.get("TRUSTED_PROXIES", 0))
     _allow_open_files(CONNECTION_LIMIT + 100)
     # Under load waitress logs a warning for every queued request; the request log says enough.
     logging.getLogger("waitress.queue").setLevel(logging.ERROR)
@@ -43,7 +44,21 @@ def make_server(app, host, port, threads, sockets=None):
         channel_timeout=CHANNEL_TIMEOUT,
         cleanup_interval=CLEANUP_INTERVAL,
         ident="minibase",
+        **proxies,
     )
+
+
+def _trusted_proxies(hops):
+    """waitress's own proxy settings for TRUSTED_PROXIES: without them it deletes X-Forwarded-* before
+    the app (and its ProxyFix) could read them, and every client behind the proxy would be one IP.
+    With them it keeps the last `hops` entries and sets REMOTE_ADDR from the first of those."""
+    if not hops:
+        return {}  # the headers are dropped: a client cannot choose its own rate-limit bucket
+    return {
+        "trusted_proxy": "*",  # like ProxyFix: the operator says every peer is one of `hops` proxies
+        "trusted_proxy_count": hops,
+        "trusted_proxy_headers": {"x-forwarded-for", "x-forwarded-proto", "x-forwarded-host"},
+    }
 
 
 def serve(server, stop=None, drain_seconds=DRAIN_SECONDS):
