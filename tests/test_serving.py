@@ -421,6 +421,15 @@ def test_behind_a_trusted_proxy_each_forwarded_client_has_its_own_limits(start):
     # another client behind the same proxy is not; nor the one the proxy appended last to a forged list
     assert failed_sign_ins_from(base, anon, "198.51.100.8", 1) == 400
     assert failed_sign_ins_from(base, anon, "198.51.100.7, 198.51.100.9", 1) == 400
+    # what a client puts before the proxy's entry is its own: garbage there gets the API's answer, in
+    # JSON, not a plain-text 400 from the server
+    garbled = requests.post(
+        f"{base}/auth/v1/token?grant_type=password",
+        json={"email": "proxied@example.com", "password": "wrong-pw"},
+        headers={"apikey": anon, "X-Forwarded-For": '"unbalanced, 198.51.100.10', "X-Forwarded-Proto": "ftp"},
+        timeout=10,
+    )
+    assert garbled.status_code == 400 and garbled.json()["error_code"] == "invalid_credentials"
 
 
 def test_without_trusted_proxies_a_forged_forwarded_for_does_not_change_the_bucket(start):
