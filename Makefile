@@ -4,10 +4,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 
 .DEFAULT_GOAL := help
-.PHONY: help run test keys lint format bench clean
+.PHONY: help run test keys lint format bench bench-galera clean
 
 help: ## list the targets
-	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +46,9 @@ format: $(VENV)/.dev-deps ## ruff format and ruff check --fix
 bench: $(VENV)/.dev-deps .venv-bench/.deps ## reads, GET /user and sign-in against a ceiling and datasette, with wrk (apt-get install wrk)
 	@command -v wrk >/dev/null || { echo "make bench needs wrk: apt-get install wrk"; exit 1; }
 	$(BIN)/python tools/bench.py
+
+bench-galera: $(VENV)/.dev-deps ## sign-ups/s and writes/s: 3 instances on a 3-node Galera cluster vs 1 on MariaDB
+	$(BIN)/python tools/bench_galera.py
 
 clean: ## remove the virtualenv and caches (instance/ with its database and secret is kept)
 	rm -rf $(VENV) .venv-bench .pytest_cache .ruff_cache .hypothesis

@@ -138,7 +138,8 @@ def set_password_hash(user_id, hashed):
 
 def one_sign_up_at_a_time(email):
     """Where no unique index on the users table's email guards it, hold a lock row for `email` until
-    this transaction ends: a racing sign-up of the same address waits, then finds the user."""
+    this transaction ends: a racing sign-up of the same address waits (or, on another Galera node,
+    is refused at commit and runs again), then finds the user."""
     users_table()
     if state().email_is_unique:
         return
@@ -146,6 +147,10 @@ def one_sign_up_at_a_time(email):
     # of a duplicate waits for a shared one first: three racing sign-ups could then deadlock.
     key = hashlib.sha256(email.encode()).hexdigest()
     upsert(SignUpLock.__table__, {"email_key": key}, ["email_key"])
+    # Deleted again at once, the lock held until the end all the same: a row that stayed would make
+    # the next upsert of the address change nothing, and a change is what a Galera cluster certifies.
+    # An insert and a delete are two changes of the key: racing sign-ups on two nodes conflict.
+    db.session.execute(delete(SignUpLock).where(SignUpLock.email_key == key))
 
 
 ABOUT_BYTES = 65535  # a TEXT column on MySQL/MariaDB

@@ -1,6 +1,7 @@
 """Bounded waits on the database: connect, read and lock timeouts (DB_TIMEOUT) and a time limit on
 each statement (STATEMENT_TIMEOUT), set on every new connection, so that a database that stops,
-freezes or drops the connection answers a JSON 503 in bounded time."""
+freezes or drops the connection answers a JSON 503 in bounded time; on a Galera cluster node, reads
+that see every write the cluster committed before them (causal reads)."""
 
 import math
 
@@ -35,6 +36,12 @@ def init_app(app):
             cursor.execute(f"SET SESSION lock_wait_timeout = {lock_wait}")
             if "mariadb" in str(getattr(dbapi_connection, "server_version", "")).lower():
                 cursor.execute(f"SET SESSION max_statement_time = {float(statement_timeout)}")
+                cursor.execute("SHOW VARIABLES LIKE 'wsrep_on'")
+                if (cursor.fetchone() or ("", "OFF"))[1] == "ON":
+                    # A Galera node applies what others committed a moment later: a read waits until
+                    # this node has applied everything committed before it, so that a logout on one
+                    # node is refused on the next request to any other.
+                    cursor.execute("SET SESSION wsrep_sync_wait = 1")
             else:  # MySQL bounds SELECTs only; writes are bounded by the lock wait and DB_TIMEOUT
                 cursor.execute(f"SET SESSION max_execution_time = {int(statement_timeout * 1000)}")
         cursor.close()

@@ -31,6 +31,7 @@ def _allow_open_files(needed):
 
 def make_server(app, host, port, threads, sockets=None):
     """A waitress server bound to host:port, or accepting on `sockets` already listening."""
+    proxies = _trusted_proxies(app.config.get("TRUSTED_PROXIES", 0))
     _allow_open_files(CONNECTION_LIMIT + 100)
     # Under load waitress logs a warning for every queued request; the request log says enough.
     logging.getLogger("waitress.queue").setLevel(logging.ERROR)
@@ -45,7 +46,18 @@ def make_server(app, host, port, threads, sockets=None):
         ident="minibase",
         # waitress buffers a body before the app sees it: past the largest upload (and its form), stop.
         max_request_body_size=app.config["STORAGE_FILE_SIZE_LIMIT"] + 1024 * 1024,
+        **proxies,
     )
+
+
+def _trusted_proxies(hops):
+    """waitress's proxy settings for TRUSTED_PROXIES: by default it deletes X-Forwarded-* before the
+    app could read them, and every client behind the proxy would be one IP. With a proxy in front
+    they are passed on untouched to the app's ProxyFix, which takes the client from the last `hops`
+    entries (and, unlike waitress's own parsing, answers no garbage in them with a 400 of its own)."""
+    if not hops:
+        return {}  # the headers are dropped: a client cannot choose its own rate-limit bucket
+    return {"clear_untrusted_proxy_headers": False}
 
 
 def serve(server, stop=None, drain_seconds=DRAIN_SECONDS):

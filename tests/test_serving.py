@@ -397,3 +397,43 @@ def test_kept_open_connections_are_spread_over_the_workers(start):
     for connection in connections:
         connection.close()
     assert min(held.count(pid) for pid in pids) >= 4, held  # 2 of 12 without the balance
+
+
+def failed_sign_ins_from(base, anon, forwarded_for, count):
+    """`count` wrong-password sign-ins for one address, as a proxy forwarding `forwarded_for` sends
+    them; the last status."""
+    for _ in range(count):
+        status = requests.post(
+            f"{base}/auth/v1/token?grant_type=password",
+            json={"email": "proxied@example.com", "password": "wrong-pw"},
+            headers={"apikey": anon, "X-Forwarded-For": forwarded_for},
+            timeout=10,
+        ).status_code
+    return status
+
+
+def test_behind_a_trusted_proxy_each_forwarded_client_has_its_own_limits(start):
+    """waitress itself drops X-Forwarded-For unless told to trust the proxy: the app once never saw
+    it, and every client behind nginx shared one failed-sign-in count."""
+    process, base, anon = start(RATE_LIMITS="on", TRUSTED_PROXIES=1)
+    assert failed_sign_ins_from(base, anon, "198.51.100.7", 10) == 400
+    assert failed_sign_ins_from(base, anon, "198.51.100.7", 1) == 429  # that client is locked out
+    # another client behind the same proxy is not; nor the one the proxy appended last to a forged list
+    assert failed_sign_ins_from(base, anon, "198.51.100.8", 1) == 400
+    assert failed_sign_ins_from(base, anon, "198.51.100.7, 198.51.100.9", 1) == 400
+    # what a client puts before the proxy's entry is its own: garbage there gets the API's answer, in
+    # JSON, not a plain-text 400 from the server
+    garbled = requests.post(
+        f"{base}/auth/v1/token?grant_type=password",
+        json={"email": "proxied@example.com", "password": "wrong-pw"},
+        headers={"apikey": anon, "X-Forwarded-For": '"unbalanced, 198.51.100.10', "X-Forwarded-Proto": "ftp"},
+        timeout=10,
+    )
+    assert garbled.status_code == 400 and garbled.json()["error_code"] == "invalid_credentials"
+
+
+def test_without_trusted_proxies_a_forged_forwarded_for_does_not_change_the_bucket(start):
+    process, base, anon = start(RATE_LIMITS="on")
+    for n in range(10):
+        assert failed_sign_ins_from(base, anon, f"203.0.113.{n}", 1) == 400
+    assert failed_sign_ins_from(base, anon, "203.0.113.200", 1) == 429
