@@ -43,9 +43,11 @@ format: $(VENV)/.dev-deps ## ruff format and ruff check --fix
 	.venv-bench/bin/pip install --quiet --disable-pip-version-check -r requirements-bench.txt
 	touch $@
 
-bench: $(VENV)/.dev-deps .venv-bench/.deps ## reads, GET /user and sign-in against a ceiling and datasette, with wrk (apt-get install wrk)
+bench: $(VENV)/.dev-deps .venv-bench/.deps ## every figure: reads, sign-in, storage, MariaDB, and the Galera cluster when galera-4 is installed (needs wrk)
 	@command -v wrk >/dev/null || { echo "make bench needs wrk: apt-get install wrk"; exit 1; }
 	$(BIN)/python tools/bench.py
+	@if [ -e /usr/lib/galera/libgalera_smm.so ]; then $(BIN)/python tools/bench_galera.py; \
+	else echo "(galera-4 is not installed: no cluster figures; apt-get install galera-4 redis-server)"; fi
 
 bench-galera: $(VENV)/.dev-deps ## sign-ups/s and writes/s: 3 instances on a 3-node Galera cluster vs 1 on MariaDB
 	$(BIN)/python tools/bench_galera.py
