@@ -42,14 +42,36 @@ def _provider(name, id_token=False):
 
 
 def authorize(name, redirect_to, scopes, challenge, link_user_id=None):
-    """The provider's sign-in page to send the browser to, with a `state` naming a new flow."""
+    """The provider's sign-in page to send the browser to, with a `state` naming a new flow; a 503
+    when the provider cannot be reached (its endpoints are read before any flow is kept)."""
     chosen = _provider(name)
+    try:
+        providers.endpoints(chosen)
+    except providers.ProviderError as exc:
+        raise unavailable(chosen.name, exc) from None
     flow_id, nonce = transactions.write(_open_flow, chosen.name, redirect_to, challenge, link_user_id)
     state = tokens.oauth_state(flow_id, setting("JWT_SECRET"), STATE_LIFETIME)
+    return providers.authorization_url(chosen, state, nonce, scopes)
+
+
+def authorize_in_browser(name, redirect_to, scopes, challenge):
+    """GET /authorize, followed by a browser: as authorize(), but a provider that cannot be reached
+    sends the browser back to `redirect_to` with the error, as the callback's errors do. A request
+    that is not one (no such provider, a bad challenge) stays a 400, as GoTrue answers it."""
     try:
-        return providers.authorization_url(chosen, state, nonce, scopes)
-    except providers.ProviderError as exc:
-        raise APIError(502, Auth.UNEXPECTED_FAILURE, f"The provider could not be reached: {exc}") from None
+        return authorize(name, redirect_to, scopes, challenge)
+    except APIError as failure:
+        if failure.status < 500:
+            raise
+        return error_redirect(redirect_target(redirect_to), failure)
+
+
+def unavailable(name, exc):
+    """The 503 for a provider that cannot be reached or answers nonsense: the cause goes to the log."""
+    log.warning("provider %s unavailable: %s", name, exc)
+    return APIError(
+        503, Auth.UNEXPECTED_FAILURE, f"The {name} provider could not be reached; try again later"
+    )
 
 
 def _open_flow(name, redirect_to, challenge, link_user_id):
@@ -86,11 +108,13 @@ def callback(state, code, error=None, error_description=None):
             raise APIError(400, Auth.BAD_OAUTH_CALLBACK, "OAuth callback with missing authorization code")
         try:
             profile = providers.profile_from_code(_provider(flow["provider"]), code, flow["nonce"])
-        except providers.ProviderError as exc:
-            log.warning("sign-in with %s failed: %s", flow["provider"], exc)
+        except providers.ProviderRefused as exc:
+            log.warning("sign-in with %s refused: %s", flow["provider"], exc)
             raise APIError(
-                502, Auth.UNEXPECTED_FAILURE, "Error getting user profile from external provider"
+                400, Auth.BAD_OAUTH_CALLBACK, "Unable to exchange external code with the provider"
             ) from None
+        except providers.ProviderError as exc:
+            raise unavailable(flow["provider"], exc) from None
         outcome, result = transactions.write(_finish, flow, profile)
     except APIError as failure:
         return error_redirect(flow["redirect_to"], failure)
@@ -130,6 +154,7 @@ OAUTH_ERRORS = {
     401: "unauthorized_client",
     403: "access_denied",
     422: "access_denied",
+    503: "temporarily_unavailable",
 }
 
 
@@ -148,22 +173,23 @@ def error_redirect(target, failure):
 # --- the id_token grant
 
 
-def sign_in_with_id_token(name, id_token, nonce):
-    """POST /token?grant_type=id_token: a session for the user a provider's ID token names."""
+def sign_in_with_id_token(name, id_token, nonce, link_user_id=None):
+    """POST /token?grant_type=id_token: a session for the user a provider's ID token names, or,
+    with `link_user_id` (supabase-js's linkIdentity with a token), the token's identity linked to
+    that signed-in user and a new session of theirs."""
     chosen = _provider(name, id_token=True)
     try:
         claims = providers.verify_id_token(chosen, id_token, providers.hashed_nonce(nonce))
     except providers.BadIdToken as exc:
         raise APIError(400, Auth.BAD_OAUTH_CALLBACK, f"Bad ID token: {exc}") from None
     except providers.ProviderError as exc:
-        log.warning("id_token of %s not checked: %s", name, exc)
-        raise APIError(502, Auth.UNEXPECTED_FAILURE, "The provider's keys could not be fetched") from None
-    return _sign_in_with_profile(chosen.name, providers.normal_profile(claims))
+        raise unavailable(chosen.name, exc) from None
+    return _sign_in_with_profile(chosen.name, providers.normal_profile(claims), link_user_id)
 
 
 @transactional
-def _sign_in_with_profile(name, profile):
-    return sessions.start_checked(sign_in_user(name, profile), METHOD)
+def _sign_in_with_profile(name, profile, link_user_id):
+    return sessions.start_checked(sign_in_user(name, profile, link_user_id), METHOD)
 
 
 # --- linking
