@@ -72,6 +72,11 @@ def find_credentials(email):
     return None
 
 
+def user_exists(user_id):
+    users = users_table()
+    return db.session.execute(select(users.c.user_id).where(users.c.user_id == user_id)).first() is not None
+
+
 # --- the operations
 
 

@@ -203,6 +203,12 @@ def sign_in_user(name, profile, link_user_id=None):
         .where(Identity.provider == name, Identity.provider_id == profile["sub"])
         .with_for_update()
     ).scalar_one_or_none()
+    if identity is not None and not accounts.user_exists(identity.user_id):
+        # Its user was deleted (by the application that shares the users table, say): the provider
+        # account is nobody's now, and is treated as never seen.
+        db.session.delete(identity)
+        db.session.flush()
+        identity = None
     if link_user_id is not None:
         if identity is not None and identity.user_id != link_user_id:
             raise APIError(422, Auth.IDENTITY_ALREADY_EXISTS, "Identity is already linked to another user")

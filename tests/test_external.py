@@ -544,3 +544,39 @@ def test_supabase_py_signs_in_with_a_provider_and_an_id_token(world, anon_key):
         with pytest.raises(AuthApiError) as refused:
             client.sign_in_with_id_token({"provider": "keycloak", "token": token, "nonce": "not-it"})
         assert refused.value.code == "bad_oauth_callback"
+
+
+def test_a_deleted_user_leaves_nothing_that_signs_in(world, anon_key, service_key):
+    """Deleting a user deletes their identities and factors: the provider account then signs up
+    afresh. A row deleted by the application that shares the users table does the same."""
+    from sqlalchemy import func, select
+
+    from extensions import db
+    from models import Factor, Identity
+
+    first = fragment(browse(authorize_url(world)))
+    user_id = user_of(world, anon_key, first)["id"]
+    signed_in = headers(anon_key, first["access_token"])
+    enrolled = requests.post(
+        f"{world['base']}/auth/v1/factors", headers=signed_in, json={"factor_type": "totp"}
+    )
+    assert enrolled.status_code == 200, enrolled.text
+    admin = {"apikey": service_key, "Authorization": f"Bearer {service_key}"}
+    assert requests.delete(f"{world['base']}/auth/v1/admin/users/{user_id}", headers=admin).status_code == 200
+    with world["app"].app_context():
+        for model in (Identity, Factor):
+            assert db.session.execute(select(func.count()).where(model.user_id == user_id)).scalar() == 0
+    second = fragment(browse(authorize_url(world)))
+    again = user_of(world, anon_key, second)
+    # (SQLite may give the new user the same id: nothing of the old one's may come with it.)
+    assert "factors" not in again and [i["provider"] for i in again["identities"]] == ["keycloak"]
+
+    bob = sign_up(world, anon_key, "bob@example.com")["user"]["id"]  # so that no id is reused below
+    with world["app"].app_context():  # the other application deletes the row itself
+        from models import users_table
+
+        users = users_table()
+        db.session.execute(users.delete().where(users.c.user_id == again["id"]))
+        db.session.commit()
+    third = fragment(browse(authorize_url(world)))
+    assert "access_token" in third and user_of(world, anon_key, third)["id"] not in (again["id"], bob)
