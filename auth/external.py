@@ -144,6 +144,7 @@ def _take_flow(state):
 def _finish(flow, profile):
     user_id = sign_in_user(flow["provider"], profile, flow["link_user_id"])
     if flow["challenge"]:
+        sessions.check_may_sign_in(user_id)  # refused now, not at the exchange of a code
         started = pkce.start(flow["challenge"], METHOD, flow["provider"], user_id)
         return "code", pkce.issue_code(started, user_id)
     return "session", sessions.start_checked(user_id, METHOD)
@@ -158,10 +159,15 @@ OAUTH_ERRORS = {
 }
 
 
+# Refusals of the user rather than of the request: `access_denied` whatever their status, as GoTrue.
+DENIED = (Auth.SIGNUP_DISABLED, Auth.USER_BANNED, Auth.USER_INACTIVE, Auth.PROVIDER_EMAIL_NEEDS_VERIFICATION)
+
+
 def error_redirect(target, failure):
     """`target` with GoTrue's error parameters, in the query and (for older clients) the fragment."""
+    denied = "access_denied" if failure.error_code in DENIED else None
     values = {
-        "error": failure.extra.get("error") or OAUTH_ERRORS.get(failure.status, "server_error"),
+        "error": failure.extra.get("error") or denied or OAUTH_ERRORS.get(failure.status, "server_error"),
         "error_code": failure.error_code,
         "error_description": failure.message,
     }

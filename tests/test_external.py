@@ -580,3 +580,31 @@ def test_a_deleted_user_leaves_nothing_that_signs_in(world, anon_key, service_ke
         db.session.commit()
     third = fragment(browse(authorize_url(world)))
     assert "access_token" in third and user_of(world, anon_key, third)["id"] not in (again["id"], bob)
+
+
+@pytest.mark.parametrize("pkce", [False, True])
+def test_a_banned_or_deactivated_user_is_turned_away_at_the_callback(world, anon_key, service_key, pkce):
+    first = fragment(browse(authorize_url(world)))
+    user_id = user_of(world, anon_key, first)["id"]
+    admin = {"apikey": service_key, "Authorization": f"Bearer {service_key}"}
+    path = f"{world['base']}/auth/v1/admin/users/{user_id}"
+    assert requests.put(path, headers=admin, json={"ban_duration": "24h"}).status_code == 200
+    _, challenge = pkce_pair()
+    params = {"code_challenge": challenge, "code_challenge_method": "s256"} if pkce else {}
+    banned = browse(authorize_url(world, **params))
+    assert query(banned)["error"] == "access_denied" and query(banned)["error_code"] == "user_banned"
+    assert "code" not in query(banned) and "access_token" not in fragment(banned)
+    raw, hashed = nonce_pair()
+    assert_auth_body(id_token_grant(world, anon_key, provider_id_token(world, "phone-app", hashed), raw),
+                     400, "user_banned")  # fmt: skip
+    requests.put(path, headers=admin, json={"ban_duration": "none"})
+    with world["app"].app_context():  # the application that shares the users table deactivates them
+        from extensions import db
+        from models import users_table
+
+        users = users_table()
+        db.session.execute(users.update().where(users.c.user_id == user_id).values(active=0))
+        db.session.commit()
+    inactive = browse(authorize_url(world, **params))
+    assert query(inactive)["error"] == "access_denied" and query(inactive)["error_code"] == "user_inactive"
+    assert "code" not in query(inactive)
