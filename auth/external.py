@@ -13,6 +13,7 @@ import uuid
 from urllib.parse import quote, urlencode
 
 from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 
 from auth import accounts, pkce, providers, sessions, tokens
 from auth.emails import redirect_target, with_fragment, with_query
@@ -115,7 +116,7 @@ def callback(state, code, error=None, error_description=None):
             ) from None
         except providers.ProviderError as exc:
             raise unavailable(flow["provider"], exc) from None
-        outcome, result = transactions.write(_finish, flow, profile)
+        outcome, result = _unless_raced(_finish, flow, profile)
     except APIError as failure:
         return error_redirect(flow["redirect_to"], failure)
     if outcome == "code":
@@ -190,12 +191,29 @@ def sign_in_with_id_token(name, id_token, nonce, link_user_id=None):
         raise APIError(400, Auth.BAD_OAUTH_CALLBACK, f"Bad ID token: {exc}") from None
     except providers.ProviderError as exc:
         raise unavailable(chosen.name, exc) from None
-    return _sign_in_with_profile(chosen.name, providers.normal_profile(claims), link_user_id)
+    return _unless_raced(_sign_in_with_profile, chosen.name, providers.normal_profile(claims), link_user_id)
 
 
-@transactional
 def _sign_in_with_profile(name, profile, link_user_id):
     return sessions.start_checked(sign_in_user(name, profile, link_user_id), METHOD)
+
+
+class _Raced(Exception):
+    """A concurrent first sign-in of the same provider account (a phone retrying, two tabs) created
+    the user or the identity this one was about to create."""
+
+
+def _unless_raced(work, *args):
+    """`work(*args)` as one transaction, run once more if it lost the race of a first sign-in: the
+    second run finds what the winner created and signs in to it, as the winner did."""
+    try:
+        return transactions.write(work, *args)
+    except _Raced:
+        pass
+    try:
+        return transactions.write(work, *args)
+    except _Raced:
+        raise APIError(409, Auth.CONFLICT, "Concurrent sign-ins of this account; try again") from None
 
 
 # --- linking
@@ -231,7 +249,10 @@ def sign_in_user(name, profile, link_user_id=None):
     identity.email = profile["email"]
     identity.identity_data = profile
     identity.updated_at = identity.last_sign_in_at = now
-    db.session.flush()
+    try:
+        db.session.flush()
+    except IntegrityError:
+        raise _Raced() from None
     return user_id
 
 
@@ -265,7 +286,12 @@ def _user_for_address(name, profile):
     if setting("DISABLE_SIGNUP"):
         raise APIError(422, Auth.SIGNUP_DISABLED, "Signups not allowed for this instance")
     data = {key: profile[key] for key in ("full_name", "avatar_url") if profile.get(key)}
-    return accounts.create_user(email, None, data, hashed=unusable_hash())
+    try:
+        return accounts.create_user(email, None, data, hashed=unusable_hash())
+    except APIError as failure:
+        if failure.error_code == Auth.USER_ALREADY_EXISTS:  # no user had the address a moment ago
+            raise _Raced() from None
+        raise
 
 
 # --- a user's identities

@@ -608,3 +608,16 @@ def test_a_banned_or_deactivated_user_is_turned_away_at_the_callback(world, anon
     inactive = browse(authorize_url(world, **params))
     assert query(inactive)["error"] == "access_denied" and query(inactive)["error_code"] == "user_inactive"
     assert "code" not in query(inactive)
+
+
+def test_racing_first_sign_ins_of_one_provider_account_all_get_in_as_one_user(world, anon_key):
+    """A phone that retries (or two tabs) signs in with the same new account at once: one request
+    creates the user, the others find it; none is refused or a 5xx."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    raw, hashed = nonce_pair()
+    token = provider_id_token(world, "phone-app", hashed)
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(lambda _: id_token_grant(world, anon_key, token, raw), range(8)))
+    assert [answer.status_code for answer in answers] == [200] * 8, [answer.text for answer in answers]
+    assert len({answer.json()["user"]["id"] for answer in answers}) == 1
