@@ -161,3 +161,13 @@ class SupabaseJs:
         self.process.stdin.close()
         self.process.wait(timeout=30)
         self.process.stdout.close()
+
+
+def gotrue_client(base, key, http, **options):
+    """supabase-py's auth client (supabase_auth.SyncGoTrueClient) as an app makes one, over the
+    httpx client `http`; `options` such as flow_type="pkce"."""
+    import supabase_auth
+
+    return supabase_auth.SyncGoTrueClient(
+        url=base + "/auth/v1", headers={"apikey": key}, persist_session=False, http_client=http, **options
+    )

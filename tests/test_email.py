@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from aiosmtpd.controller import Controller
 
 from auth import tokens
-from support import SECRET, Api, SupabaseJs, assert_auth_error, free_port, serve_app
+from support import SECRET, Api, SupabaseJs, assert_auth_error, free_port, gotrue_client, serve_app
 
 SITE = "https://app.example.com"
 
@@ -565,18 +565,12 @@ def test_supabase_js_resets_a_password_under_pkce(live_mailing, anon_key, smtp, 
 
 
 def test_supabase_py_resets_a_password_under_pkce(live_mailing, anon_key, smtp):
-    supabase_auth = pytest.importorskip("supabase_auth")
+    pytest.importorskip("supabase_auth")
     import httpx
     from supabase_auth.errors import AuthApiError
 
     with httpx.Client() as http:
-        client = supabase_auth.SyncGoTrueClient(
-            url=live_mailing + "/auth/v1",
-            headers={"apikey": anon_key},
-            persist_session=False,
-            http_client=http,
-            flow_type="pkce",
-        )
+        client = gotrue_client(live_mailing, anon_key, http, flow_type="pkce")
         client.reset_password_for_email("ann@example.com", {"redirect_to": f"{SITE}/reset"})
         target = follow_in_a_browser(smtp.last("ann@example.com"))
         code = parse_qs(urlsplit(target).query)["code"][0]

@@ -18,7 +18,7 @@ from joserfc import jwt
 from joserfc.jwk import OctKey, RSAKey
 
 from auth import tokens
-from support import SupabaseJs, free_port, serve_app
+from support import SupabaseJs, free_port, gotrue_client, serve_app
 
 JS = __import__("pathlib").Path(__file__).resolve().parent / "js"
 APP = "http://app.example/welcome"  # the app's page: never fetched, only read off a Location
@@ -519,18 +519,12 @@ def test_supabase_js_signs_in_and_links_with_id_tokens(make_world, anon_key):
 
 
 def test_supabase_py_signs_in_with_a_provider_and_an_id_token(world, anon_key):
-    supabase_auth = pytest.importorskip("supabase_auth")
+    pytest.importorskip("supabase_auth")
     import httpx
     from supabase_auth.errors import AuthApiError
 
     with httpx.Client() as http:
-        client = supabase_auth.SyncGoTrueClient(
-            url=world["base"] + "/auth/v1",
-            headers={"apikey": anon_key},
-            persist_session=False,
-            http_client=http,
-            flow_type="pkce",
-        )
+        client = gotrue_client(world["base"], anon_key, http, flow_type="pkce")
         started = client.sign_in_with_oauth({"provider": "keycloak", "options": {"redirect_to": APP}})
         assert "code_challenge=" in started.url
         session = client.exchange_code_for_session({"auth_code": query(browse(started.url))["code"]})
