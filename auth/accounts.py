@@ -73,6 +73,7 @@ def find_credentials(email):
 
 
 def user_exists(user_id):
+    """Whether the users table still has the row `user_id` (another application may delete it)."""
     users = users_table()
     return db.session.execute(select(users.c.user_id).where(users.c.user_id == user_id)).first() is not None
 

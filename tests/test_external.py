@@ -407,8 +407,15 @@ def test_with_sign_up_disabled_a_provider_signs_in_existing_users_only(make_worl
     assert id_token_grant(world, anon_key, token, raw).json()["user"]["id"] == user["id"]
 
 
-def test_a_provider_that_is_down_is_an_error_redirect_or_a_503_never_a_500(make_world, anon_key):
-    dead = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+def test_a_provider_that_is_down_is_an_error_redirect_or_a_503_never_a_500(make_world, anon_key, request):
+    import socket
+
+    # A port held but not listening refuses every connection, and no other server can take it; the
+    # issuer's path is new, so that no discovery document cached by an earlier test answers for it.
+    held = socket.socket()
+    held.bind(("127.0.0.1", 0))
+    request.addfinalizer(held.close)
+    dead = f"http://127.0.0.1:{held.getsockname()[1]}/down-{secrets.token_hex(4)}"
     world = make_world(EXTERNAL_GOOGLE_ENABLED=True, EXTERNAL_GOOGLE_CLIENT_ID="phone-app",
                        EXTERNAL_GOOGLE_SECRET=SECRET, EXTERNAL_GOOGLE_URL=dead,
                        EXTERNAL_GITHUB_SECRET="not-the-client-secret")  # fmt: skip
