@@ -17,7 +17,7 @@ import requests
 from joserfc import jwt
 from joserfc.jwk import OctKey, RSAKey
 
-from auth import tokens
+from auth import providers, tokens
 from support import SupabaseJs, free_port, gotrue_client, serve_app
 
 JS = __import__("pathlib").Path(__file__).resolve().parent / "js"
@@ -69,6 +69,9 @@ def make_world(make_app, node_modules, provider_key):
     started, stops = [], []
 
     def make(google=False, **overrides):
+        # An earlier test's provider may have had one of these ports: forget what it published.
+        providers._discovered.clear()
+        providers._keys.clear()
         port = free_port()
         callback = f"http://127.0.0.1:{port}/auth/v1/callback"
         issuer, oidc = start_provider(node_modules, provider_key, callback)
