@@ -13,6 +13,7 @@ class Auth:
     BAD_OAUTH_STATE = "bad_oauth_state"
     BAD_REQUEST = "bad_request"
     BAD_JWT = "bad_jwt"
+    CONFLICT = "conflict"
     DATABASE_UNAVAILABLE = "database_unavailable"
     EMAIL_EXISTS = "email_exists"
     EMAIL_NOT_CONFIRMED = "email_not_confirmed"

@@ -17,6 +17,7 @@ from auth.passwords import (
     hash_cost,
     hash_password,
     needs_rehash,
+    verifiable,
     verify_password,
 )
 from auth.users import is_banned, load_user, user_object
@@ -69,6 +70,12 @@ def find_credentials(email):
         if (row.email or "").strip().lower() == email:
             return row
     return None
+
+
+def user_exists(user_id):
+    """Whether the users table still has the row `user_id` (another application may delete it)."""
+    users = users_table()
+    return db.session.execute(select(users.c.user_id).where(users.c.user_id == user_id)).first() is not None
 
 
 # --- the operations
@@ -242,8 +249,12 @@ def sign_in(email, password, ip):
     found = find_credentials(email)
     failures = FailedSignIns(email, found, ip)
     failures.check()
-    hashed = found.password if found is not None else unknown_user_hash()
-    if not verify_password(password, hashed) or found is None:
+    # A hash no password matches (a user made by a provider, say) is refused without bcrypt work:
+    # such an account, like an unknown address, is checked against the dummy hash instead, so that
+    # every refusal costs one bcrypt verify and none tells what kind of account it met.
+    usable = found is not None and verifiable(found.password)
+    hashed = found.password if usable else unknown_user_hash()
+    if not verify_password(password, hashed) or not usable:
         failures.record()
         raise CommitAndRaise(invalid_credentials())  # the failure is counted, the request refused
     if not found.active:

@@ -1,7 +1,7 @@
 """The administrator's work on users (the service_role key): GoTrue's /admin/users. Each write is one
 transaction."""
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, func, or_, select
 from sqlalchemy.exc import IntegrityError
 
 from auth import sessions, tokens
@@ -10,7 +10,18 @@ from auth.users import factors_of, identities_of, load_user, user_object, user_q
 from database.transactions import transactional
 from errors import APIError, Auth, user_not_found
 from extensions import db
-from models import METADATA_COLUMNS, Profile, Session, upsert, users_table
+from models import (
+    METADATA_COLUMNS,
+    Challenge,
+    Factor,
+    FlowState,
+    Identity,
+    OneTimeToken,
+    Profile,
+    Session,
+    upsert,
+    users_table,
+)
 
 
 def admin_get_user(user_id):
@@ -93,11 +104,18 @@ def _administer(user_id, fields):
 
 @transactional
 def admin_delete_user(user_id):
-    """Delete the user's row, profile and sessions."""
+    """Delete the user's row, profile and sessions, and what else is theirs: factors, identities,
+    pending codes and flows. Left behind, an identity would keep signing in to a user that is gone
+    (and, were the id ever used again, to a stranger)."""
     admin_get_user(user_id)
     users = users_table()
     sessions.end(Session.user_id == user_id)
-    db.session.execute(delete(Profile).where(Profile.user_id == user_id))
+    factors = select(Factor.id).where(Factor.user_id == user_id)
+    db.session.execute(delete(Challenge).where(Challenge.factor_id.in_(factors)))
+    for model in (Factor, Identity, OneTimeToken, Profile):
+        db.session.execute(delete(model).where(model.user_id == user_id))
+    flows = or_(FlowState.user_id == user_id, FlowState.link_user_id == user_id)
+    db.session.execute(delete(FlowState).where(flows))
     try:
         db.session.execute(delete(users).where(users.c.user_id == user_id))
     except IntegrityError:

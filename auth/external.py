@@ -13,6 +13,7 @@ import uuid
 from urllib.parse import quote, urlencode
 
 from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 
 from auth import accounts, pkce, providers, sessions, tokens
 from auth.emails import redirect_target, with_fragment, with_query
@@ -42,14 +43,36 @@ def _provider(name, id_token=False):
 
 
 def authorize(name, redirect_to, scopes, challenge, link_user_id=None):
-    """The provider's sign-in page to send the browser to, with a `state` naming a new flow."""
+    """The provider's sign-in page to send the browser to, with a `state` naming a new flow; a 503
+    when the provider cannot be reached (its endpoints are read before any flow is kept)."""
     chosen = _provider(name)
+    try:
+        providers.endpoints(chosen)
+    except providers.ProviderError as exc:
+        raise unavailable(chosen.name, exc) from None
     flow_id, nonce = transactions.write(_open_flow, chosen.name, redirect_to, challenge, link_user_id)
     state = tokens.oauth_state(flow_id, setting("JWT_SECRET"), STATE_LIFETIME)
+    return providers.authorization_url(chosen, state, nonce, scopes)
+
+
+def authorize_in_browser(name, redirect_to, scopes, challenge):
+    """GET /authorize, followed by a browser: as authorize(), but a provider that cannot be reached
+    sends the browser back to `redirect_to` with the error, as the callback's errors do. A request
+    that is not one (no such provider, a bad challenge) stays a 400, as GoTrue answers it."""
     try:
-        return providers.authorization_url(chosen, state, nonce, scopes)
-    except providers.ProviderError as exc:
-        raise APIError(502, Auth.UNEXPECTED_FAILURE, f"The provider could not be reached: {exc}") from None
+        return authorize(name, redirect_to, scopes, challenge)
+    except APIError as failure:
+        if failure.status < 500:
+            raise
+        return error_redirect(redirect_target(redirect_to), failure)
+
+
+def unavailable(name, exc):
+    """The 503 for a provider that cannot be reached or answers nonsense: the cause goes to the log."""
+    log.warning("provider %s unavailable: %s", name, exc)
+    return APIError(
+        503, Auth.UNEXPECTED_FAILURE, f"The {name} provider could not be reached; try again later"
+    )
 
 
 def _open_flow(name, redirect_to, challenge, link_user_id):
@@ -86,12 +109,14 @@ def callback(state, code, error=None, error_description=None):
             raise APIError(400, Auth.BAD_OAUTH_CALLBACK, "OAuth callback with missing authorization code")
         try:
             profile = providers.profile_from_code(_provider(flow["provider"]), code, flow["nonce"])
-        except providers.ProviderError as exc:
-            log.warning("sign-in with %s failed: %s", flow["provider"], exc)
+        except providers.ProviderRefused as exc:
+            log.warning("sign-in with %s refused: %s", flow["provider"], exc)
             raise APIError(
-                502, Auth.UNEXPECTED_FAILURE, "Error getting user profile from external provider"
+                400, Auth.BAD_OAUTH_CALLBACK, "Unable to exchange external code with the provider"
             ) from None
-        outcome, result = transactions.write(_finish, flow, profile)
+        except providers.ProviderError as exc:
+            raise unavailable(flow["provider"], exc) from None
+        outcome, result = _unless_raced(_finish, flow, profile)
     except APIError as failure:
         return error_redirect(flow["redirect_to"], failure)
     if outcome == "code":
@@ -120,6 +145,7 @@ def _take_flow(state):
 def _finish(flow, profile):
     user_id = sign_in_user(flow["provider"], profile, flow["link_user_id"])
     if flow["challenge"]:
+        sessions.check_may_sign_in(user_id)  # refused now, not at the exchange of a code
         started = pkce.start(flow["challenge"], METHOD, flow["provider"], user_id)
         return "code", pkce.issue_code(started, user_id)
     return "session", sessions.start_checked(user_id, METHOD)
@@ -130,13 +156,19 @@ OAUTH_ERRORS = {
     401: "unauthorized_client",
     403: "access_denied",
     422: "access_denied",
+    503: "temporarily_unavailable",
 }
+
+
+# Refusals of the user rather than of the request: `access_denied` whatever their status, as GoTrue.
+DENIED = (Auth.SIGNUP_DISABLED, Auth.USER_BANNED, Auth.USER_INACTIVE, Auth.PROVIDER_EMAIL_NEEDS_VERIFICATION)
 
 
 def error_redirect(target, failure):
     """`target` with GoTrue's error parameters, in the query and (for older clients) the fragment."""
+    denied = "access_denied" if failure.error_code in DENIED else None
     values = {
-        "error": failure.extra.get("error") or OAUTH_ERRORS.get(failure.status, "server_error"),
+        "error": failure.extra.get("error") or denied or OAUTH_ERRORS.get(failure.status, "server_error"),
         "error_code": failure.error_code,
         "error_description": failure.message,
     }
@@ -148,22 +180,40 @@ def error_redirect(target, failure):
 # --- the id_token grant
 
 
-def sign_in_with_id_token(name, id_token, nonce):
-    """POST /token?grant_type=id_token: a session for the user a provider's ID token names."""
+def sign_in_with_id_token(name, id_token, nonce, link_user_id=None):
+    """POST /token?grant_type=id_token: a session for the user a provider's ID token names, or,
+    with `link_user_id` (supabase-js's linkIdentity with a token), the token's identity linked to
+    that signed-in user and a new session of theirs."""
     chosen = _provider(name, id_token=True)
     try:
         claims = providers.verify_id_token(chosen, id_token, providers.hashed_nonce(nonce))
     except providers.BadIdToken as exc:
         raise APIError(400, Auth.BAD_OAUTH_CALLBACK, f"Bad ID token: {exc}") from None
     except providers.ProviderError as exc:
-        log.warning("id_token of %s not checked: %s", name, exc)
-        raise APIError(502, Auth.UNEXPECTED_FAILURE, "The provider's keys could not be fetched") from None
-    return _sign_in_with_profile(chosen.name, providers.normal_profile(claims))
+        raise unavailable(chosen.name, exc) from None
+    return _unless_raced(_sign_in_with_profile, chosen.name, providers.normal_profile(claims), link_user_id)
 
 
-@transactional
-def _sign_in_with_profile(name, profile):
-    return sessions.start_checked(sign_in_user(name, profile), METHOD)
+def _sign_in_with_profile(name, profile, link_user_id):
+    return sessions.start_checked(sign_in_user(name, profile, link_user_id), METHOD)
+
+
+class _Raced(Exception):
+    """A concurrent first sign-in of the same provider account (a phone retrying, two tabs) created
+    the user or the identity this one was about to create."""
+
+
+def _unless_raced(work, *args):
+    """`work(*args)` as one transaction, run once more if it lost the race of a first sign-in: the
+    second run finds what the winner created and signs in to it, as the winner did."""
+    try:
+        return transactions.write(work, *args)
+    except _Raced:
+        pass
+    try:
+        return transactions.write(work, *args)
+    except _Raced:
+        raise APIError(409, Auth.CONFLICT, "Concurrent sign-ins of this account; try again") from None
 
 
 # --- linking
@@ -177,6 +227,12 @@ def sign_in_user(name, profile, link_user_id=None):
         .where(Identity.provider == name, Identity.provider_id == profile["sub"])
         .with_for_update()
     ).scalar_one_or_none()
+    if identity is not None and not accounts.user_exists(identity.user_id):
+        # Its user was deleted (by the application that shares the users table, say): the provider
+        # account is nobody's now, and is treated as never seen.
+        db.session.delete(identity)
+        db.session.flush()
+        identity = None
     if link_user_id is not None:
         if identity is not None and identity.user_id != link_user_id:
             raise APIError(422, Auth.IDENTITY_ALREADY_EXISTS, "Identity is already linked to another user")
@@ -193,7 +249,10 @@ def sign_in_user(name, profile, link_user_id=None):
     identity.email = profile["email"]
     identity.identity_data = profile
     identity.updated_at = identity.last_sign_in_at = now
-    db.session.flush()
+    try:
+        db.session.flush()
+    except IntegrityError:
+        raise _Raced() from None
     return user_id
 
 
@@ -227,7 +286,12 @@ def _user_for_address(name, profile):
     if setting("DISABLE_SIGNUP"):
         raise APIError(422, Auth.SIGNUP_DISABLED, "Signups not allowed for this instance")
     data = {key: profile[key] for key in ("full_name", "avatar_url") if profile.get(key)}
-    return accounts.create_user(email, None, data, hashed=unusable_hash())
+    try:
+        return accounts.create_user(email, None, data, hashed=unusable_hash())
+    except APIError as failure:
+        if failure.error_code == Auth.USER_ALREADY_EXISTS:  # no user had the address a moment ago
+            raise _Raced() from None
+        raise
 
 
 # --- a user's identities

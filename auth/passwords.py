@@ -1,5 +1,6 @@
 """bcrypt hashes: new ones at BCRYPT_ROUNDS, legacy ones ($2y$ from PHP, $2a$, $2b$) verified as they are."""
 
+import re
 import secrets
 
 import bcrypt
@@ -10,6 +11,7 @@ MIN_LENGTH = 6
 # against it, here or in the application that shares the users table (PHP's password_verify says
 # false). 60 characters, so that it fits a CHAR(60) column.
 UNUSABLE_PREFIX = "!"
+BCRYPT_HASH = re.compile(r"\$2[abxy]\$\d\d\$[./A-Za-z0-9]{53}\Z")
 
 
 def hash_password(password, rounds, prefix=b"2b"):
@@ -24,6 +26,12 @@ def verify_password(password, hashed):
         return bcrypt.checkpw(password.encode(), hashed.encode())
     except (ValueError, TypeError, AttributeError):
         return False
+
+
+def verifiable(hashed):
+    """Whether `hashed` is a bcrypt hash a password can be checked against: not a provider's
+    unusable hash, an empty column or some other scheme's digest, which bcrypt refuses at once."""
+    return isinstance(hashed, str) and BCRYPT_HASH.match(hashed) is not None
 
 
 def _parts(hashed):

@@ -43,6 +43,10 @@ class ProviderError(Exception):
     """A provider could not be reached or answered something unusable; the text is for the log."""
 
 
+class ProviderRefused(ProviderError):
+    """The provider answered, and said no: it refused the code or our client's credentials."""
+
+
 class BadIdToken(Exception):
     """An ID token that does not verify; the text says why, and may be shown."""
 
@@ -245,7 +249,9 @@ def profile_from_code(chosen, code, nonce):
         token = client.fetch_token(
             token_url, code=code, timeout=TIMEOUT, headers={"Accept": "application/json"}
         )
-    except (OAuthError, requests.RequestException, ValueError) as exc:
+    except OAuthError as exc:
+        raise ProviderRefused(f"token endpoint of {chosen.name}: {exc.error}: {exc.description}") from None
+    except (requests.RequestException, ValueError) as exc:
         raise ProviderError(f"token endpoint of {chosen.name}: {exc.__class__.__name__}: {exc}") from None
     if chosen.kind.oidc:
         if "id_token" not in token:

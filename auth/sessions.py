@@ -153,11 +153,16 @@ def level(session_id):
 def start_checked(user_id, method):
     """start() for a sign-in that proved no password (a provider, an auth code): the user must
     still exist, be active and not banned."""
+    check_may_sign_in(user_id)
+    return start(user_id, method)
+
+
+def check_may_sign_in(user_id):
+    """A 4xx unless the user exists, is active and is not banned."""
     row = load_user(user_id)
     if row is None:
         raise user_not_found()
     refuse_if_locked_out(row)
-    return start(user_id, method)
 
 
 def refuse_if_locked_out(row):

@@ -3,7 +3,7 @@
 from flask import Blueprint, current_app, redirect, request
 
 from auth import accounts, emails, external, mfa, pkce, providers, sessions
-from blueprints.gateway import require_service_role, requires_user
+from blueprints.gateway import current_user_identity, require_service_role, requires_user
 from blueprints.responses import session_for_sdks, string_id_for_sdks
 from blueprints.schemas import (
     EnrollFactorSchema,
@@ -80,8 +80,9 @@ def token():
         return session_for_sdks(pkce.exchange(body["auth_code"], body["code_verifier"]))
     if grant == "id_token":
         body = load(id_token_schema)
+        linking = current_user_identity().user_id if body["link_identity"] else None
         return session_for_sdks(
-            external.sign_in_with_id_token(body["provider"], body["id_token"], body["nonce"])
+            external.sign_in_with_id_token(body["provider"], body["id_token"], body["nonce"], linking)
         )
     raise APIError(
         400,
@@ -207,7 +208,9 @@ def unenroll_factor(who, factor_id):
 def authorize():
     """The browser's way to a provider's sign-in page (no API key: it is a link)."""
     args = request.args
-    url = external.authorize(args.get("provider", ""), redirect_to(), args.get("scopes"), challenge(args))
+    url = external.authorize_in_browser(
+        args.get("provider", ""), redirect_to(), args.get("scopes"), challenge(args)
+    )
     return redirect(url, code=302)
 
 

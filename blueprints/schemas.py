@@ -91,6 +91,7 @@ class IdTokenGrantSchema(Schema):
     provider = fields.String(required=True, validate=validate.Length(max=50))
     id_token = fields.String(required=True, validate=validate.Length(max=20000))
     nonce = fields.String(allow_none=True, load_default=None, validate=validate.Length(max=500))
+    link_identity = fields.Boolean(allow_none=True, load_default=False)  # linkIdentity with a token
 
 
 class UserUpdateSchema(_Base):

@@ -126,3 +126,59 @@ def stop_waitress(server, thread):
         close_all()
     thread.join(timeout=10)
     assert not thread.is_alive(), "waitress did not stop"
+
+
+class SupabaseJs:
+    """supabase-js under node (tests/js/driver.mjs), called one method at a time:
+    `js("ann", "auth.signInWithOAuth", {...})` is `{data, error}` of that call on the client named
+    "ann" (made on first use, with flowType 'pkce'). A context manager; node must be installed."""
+
+    def __init__(self, base, anon_key):
+        import os
+        import subprocess
+        from pathlib import Path
+
+        env = {**os.environ, "MINIBASE_URL": base, "ANON_KEY": anon_key}
+        self.process = subprocess.Popen(
+            ["node", "driver.mjs"],
+            cwd=Path(__file__).resolve().parent / "js",
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+
+    def __call__(self, client, call, *args):
+        import json
+        import threading
+
+        self.process.stdin.write(json.dumps({"client": client, "call": call, "args": args}) + "\n")
+        self.process.stdin.flush()
+        watchdog = threading.Timer(60, self.process.kill)  # a call that never answers fails the test
+        watchdog.start()
+        try:
+            while True:
+                line = self.process.stdout.readline()
+                assert line, f"supabase-js's driver stopped during {call}"
+                if line.startswith("@@"):
+                    return json.loads(line[2:])
+        finally:
+            watchdog.cancel()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.process.stdin.close()
+        self.process.wait(timeout=30)
+        self.process.stdout.close()
+
+
+def gotrue_client(base, key, http, **options):
+    """supabase-py's auth client (supabase_auth.SyncGoTrueClient) as an app makes one, over the
+    httpx client `http`; `options` such as flow_type="pkce"."""
+    import supabase_auth
+
+    return supabase_auth.SyncGoTrueClient(
+        url=base + "/auth/v1", headers={"apikey": key}, persist_session=False, http_client=http, **options
+    )

@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from aiosmtpd.controller import Controller
 
 from auth import tokens
-from support import SECRET, Api, assert_auth_error, free_port, serve_app
+from support import SECRET, Api, SupabaseJs, assert_auth_error, free_port, gotrue_client, serve_app
 
 SITE = "https://app.example.com"
 
@@ -509,3 +509,76 @@ def test_recovery_under_pkce_ends_in_a_code_for_the_verifier_only(api, smtp):
         ).status_code
         == 200
     )
+
+
+@pytest.fixture
+def live_mailing(make_mailing_app, anon_key):
+    """A mailing app over waitress whose links point at it, with Ann signed up: its base URL."""
+    port = free_port()
+    app = make_mailing_app(API_EXTERNAL_URL=f"http://127.0.0.1:{port}")
+    Api(app, anon_key).sign_up()
+    base, stop = serve_app(app, port=port)
+    yield base
+    stop()
+
+
+def follow_in_a_browser(message):
+    """The mailed link followed as a browser does, with no API key: the app's URL it leads to."""
+    link, _ = link_and_code(message)
+    assert "apikey" not in link
+    followed = requests.get(link, allow_redirects=False, timeout=10)
+    assert followed.status_code == 303, followed.text
+    return followed.headers["Location"]
+
+
+def test_supabase_js_resets_a_password_under_pkce(live_mailing, anon_key, smtp, node_modules):
+    with SupabaseJs(live_mailing, anon_key) as js:
+        sent = js("app", "auth.resetPasswordForEmail", "ann@example.com", {"redirectTo": f"{SITE}/reset"})
+        assert sent["error"] is None, sent
+        target = follow_in_a_browser(smtp.last("ann@example.com"))
+        assert target.startswith(f"{SITE}/reset?code=") and "#" not in target
+        code = parse_qs(urlsplit(target).query)["code"][0]
+        session = js("app", "auth.exchangeCodeForSession", code)
+        assert session["error"] is None, session
+        assert session["data"]["user"]["email"] == "ann@example.com"
+        assert session["data"]["redirectType"] == "recovery"  # supabase-js then says PASSWORD_RECOVERY
+        assert js("app", "auth.updateUser", {"password": "brand-new-pw"})["error"] is None
+        old = js("other", "auth.signInWithPassword", {"email": "ann@example.com", "password": "secret-pw"})
+        assert old["error"]["code"] == "invalid_credentials"
+        new = js("other", "auth.signInWithPassword", {"email": "ann@example.com", "password": "brand-new-pw"})
+        assert new["error"] is None and new["data"]["session"]["access_token"]
+        # The code was used up: the client that started the flow cannot exchange it again.
+        again = requests.post(f"{live_mailing}/auth/v1/token?grant_type=pkce", headers={"apikey": anon_key},
+                              json={"auth_code": code, "code_verifier": "v" * 43}, timeout=10)  # fmt: skip
+        assert again.status_code == 400 and again.json()["error_code"] == "flow_state_not_found"
+
+        # A magic link under PKCE signs a new address up and in the same way.
+        asked = js(
+            "magic", "auth.signInWithOtp", {"email": "new@example.com", "options": {"emailRedirectTo": SITE}}
+        )
+        assert asked["error"] is None, asked
+        target = follow_in_a_browser(smtp.last("new@example.com"))
+        assert target.startswith(f"{SITE}?code=") or target.startswith(f"{SITE}/?code=")
+        code = parse_qs(urlsplit(target).query)["code"][0]
+        magic = js("magic", "auth.exchangeCodeForSession", code)
+        assert magic["error"] is None and magic["data"]["user"]["email"] == "new@example.com"
+
+
+def test_supabase_py_resets_a_password_under_pkce(live_mailing, anon_key, smtp):
+    pytest.importorskip("supabase_auth")
+    import httpx
+    from supabase_auth.errors import AuthApiError
+
+    with httpx.Client() as http:
+        client = gotrue_client(live_mailing, anon_key, http, flow_type="pkce")
+        client.reset_password_for_email("ann@example.com", {"redirect_to": f"{SITE}/reset"})
+        target = follow_in_a_browser(smtp.last("ann@example.com"))
+        code = parse_qs(urlsplit(target).query)["code"][0]
+        session = client.exchange_code_for_session({"auth_code": code})
+        assert session.user.email == "ann@example.com" and session.session.access_token
+        client.update_user({"password": "brand-new-pw"})
+        with pytest.raises(AuthApiError) as old:
+            client.sign_in_with_password({"email": "ann@example.com", "password": "secret-pw"})
+        assert old.value.code == "invalid_credentials"
+        signed_in = client.sign_in_with_password({"email": "ann@example.com", "password": "brand-new-pw"})
+        assert signed_in.session.access_token

@@ -17,8 +17,8 @@ import requests
 from joserfc import jwt
 from joserfc.jwk import OctKey, RSAKey
 
-from auth import tokens
-from support import free_port, serve_app
+from auth import providers, tokens
+from support import SupabaseJs, free_port, gotrue_client, serve_app
 
 JS = __import__("pathlib").Path(__file__).resolve().parent / "js"
 APP = "http://app.example/welcome"  # the app's page: never fetched, only read off a Location
@@ -63,26 +63,46 @@ def start_provider(node_modules, key, redirect_uri, github=False):
 
 
 @pytest.fixture
-def world(make_app, node_modules, provider_key):
-    """minibase over waitress with the provider as `keycloak` (by discovery) and as `github`."""
-    port = free_port()
-    callback = f"http://127.0.0.1:{port}/auth/v1/callback"
-    issuer, oidc = start_provider(node_modules, provider_key, callback)
-    github_url, github = start_provider(node_modules, provider_key, callback, github=True)
-    settings = {"EXTERNAL_KEYCLOAK_ENABLED": True, "EXTERNAL_KEYCLOAK_CLIENT_ID": "minibase,phone-app",
-                "EXTERNAL_KEYCLOAK_SECRET": SECRET, "EXTERNAL_KEYCLOAK_URL": issuer,
-                "EXTERNAL_GITHUB_ENABLED": True, "EXTERNAL_GITHUB_CLIENT_ID": "minibase",
-                "EXTERNAL_GITHUB_SECRET": SECRET, "EXTERNAL_GITHUB_URL": github_url,
-                "API_EXTERNAL_URL": f"http://127.0.0.1:{port}", "SITE_URL": "http://app.example",
-                "REDIRECT_ALLOW_LIST": "http://app.example/**"}  # fmt: skip
-    app = make_app(**settings)
-    base, stop = serve_app(app, port=port)
-    yield {"base": base, "issuer": issuer, "app": app}
-    stop()
-    for process in (oidc, github):
+def make_world(make_app, node_modules, provider_key):
+    """make_world(**settings): minibase over waitress with the provider as `keycloak` (by discovery)
+    and as `github`; `google=True` adds it as `google` too (the Google-shaped ID tokens of a phone)."""
+    started, stops = [], []
+
+    def make(google=False, **overrides):
+        # An earlier test's provider may have had one of these ports: forget what it published.
+        providers._discovered.clear()
+        providers._keys.clear()
+        port = free_port()
+        callback = f"http://127.0.0.1:{port}/auth/v1/callback"
+        issuer, oidc = start_provider(node_modules, provider_key, callback)
+        github_url, github = start_provider(node_modules, provider_key, callback, github=True)
+        started.extend((oidc, github))
+        settings = {"EXTERNAL_KEYCLOAK_ENABLED": True, "EXTERNAL_KEYCLOAK_CLIENT_ID": "minibase,phone-app",
+                    "EXTERNAL_KEYCLOAK_SECRET": SECRET, "EXTERNAL_KEYCLOAK_URL": issuer,
+                    "EXTERNAL_GITHUB_ENABLED": True, "EXTERNAL_GITHUB_CLIENT_ID": "minibase",
+                    "EXTERNAL_GITHUB_SECRET": SECRET, "EXTERNAL_GITHUB_URL": github_url,
+                    "API_EXTERNAL_URL": f"http://127.0.0.1:{port}", "SITE_URL": "http://app.example",
+                    "REDIRECT_ALLOW_LIST": "http://app.example/**"}  # fmt: skip
+        if google:
+            settings.update(EXTERNAL_GOOGLE_ENABLED=True, EXTERNAL_GOOGLE_CLIENT_ID="minibase,phone-app",
+                            EXTERNAL_GOOGLE_SECRET=SECRET, EXTERNAL_GOOGLE_URL=issuer)  # fmt: skip
+        app = make_app(**{**settings, **overrides})
+        base, stop = serve_app(app, port=port)
+        stops.append(stop)
+        return {"base": base, "issuer": issuer, "app": app, "providers": {"keycloak": oidc, "github": github}}
+
+    yield make
+    for stop in stops:
+        stop()
+    for process in started:
         process.terminate()
         process.wait(timeout=10)
         process.stdout.close()
+
+
+@pytest.fixture
+def world(make_world):
+    return make_world()
 
 
 def browse(url, login="alice", deny=False, stop_at=APP):
@@ -290,14 +310,14 @@ def test_forged_replayed_expired_state_and_denied_consent(world, monkeypatch):
     assert "access_token" not in fragment(denied)
 
 
-def provider_id_token(world, client_id, nonce):
+def provider_id_token(world, client_id, nonce, login="alice"):
     """An ID token the provider itself issues to a phone app (the code flow, run by the app)."""
     issuer = world["issuer"]
     url = (
         f"{issuer}/auth?client_id={client_id}&response_type=code&scope=openid%20email"
         f"&redirect_uri={APP}&nonce={nonce}"
     )
-    code = query(browse(url))["code"]
+    code = query(browse(url, login=login))["code"]
     grant = {"grant_type": "authorization_code", "code": code, "redirect_uri": APP}
     token = requests.post(f"{issuer}/token", data=grant, auth=(client_id, SECRET))
     assert token.status_code == 200, token.text
@@ -343,3 +363,265 @@ def test_the_id_token_grant_and_its_attacks(world, anon_key, provider_key):
     assert id_token_grant(world, anon_key, genuine, raw, provider="github").status_code == 400
     # The same key-signed token with every check passing is accepted: the attacks failed on their flaw.
     assert id_token_grant(world, anon_key, jwt.encode(header, claims, provider_key), raw).status_code == 200
+
+
+def nonce_pair():
+    """(the nonce a phone app keeps, the SHA-256 of it the provider puts in the ID token)."""
+    raw = secrets.token_urlsafe(16)
+    return raw, hashlib.sha256(raw.encode()).hexdigest()
+
+
+def assert_auth_body(response, status, error_code):
+    """assert_auth_error for a response of `requests` (a real HTTP client)."""
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert set(body) == {"code", "error_code", "msg", "message"} and body["error_code"] == error_code, body
+    return body
+
+
+def test_an_id_token_with_an_unverified_address_takes_over_no_account(world, anon_key):
+    victim = sign_up(world, anon_key, "victim@example.com")
+    raw, hashed = nonce_pair()
+    refused = id_token_grant(world, anon_key, provider_id_token(world, "phone-app", hashed, "mallory"), raw)
+    assert_auth_body(refused, 422, "provider_email_needs_verification")
+    login = requests.post(f"{world['base']}/auth/v1/token?grant_type=password", headers=headers(anon_key),
+                          json={"email": "victim@example.com", "password": "secret-pw"}).json()  # fmt: skip
+    assert login["user"]["id"] == victim["user"]["id"]
+    assert [i["provider"] for i in user_of(world, anon_key, login)["identities"]] == ["email"]
+
+
+def test_with_sign_up_disabled_a_provider_signs_in_existing_users_only(make_world, anon_key, service_key):
+    world = make_world(DISABLE_SIGNUP=True)
+    landed = browse(authorize_url(world))
+    assert landed.startswith(APP) and "access_token" not in fragment(landed) and "code" not in query(landed)
+    assert query(landed)["error"] == "access_denied" and query(landed)["error_code"] == "signup_disabled"
+    raw, hashed = nonce_pair()
+    token = provider_id_token(world, "phone-app", hashed)
+    assert_auth_body(id_token_grant(world, anon_key, token, raw), 422, "signup_disabled")
+    admin = {"apikey": service_key, "Authorization": f"Bearer {service_key}"}
+    assert requests.get(f"{world['base']}/auth/v1/admin/users", headers=admin).json()["users"] == []
+    # An account the administrator made is found by its verified address and linked.
+    alice = {"email": "alice@example.com", "password": "secret-pw", "email_confirm": True}
+    made = requests.post(f"{world['base']}/auth/v1/admin/users", headers=admin, json=alice)
+    assert made.status_code == 200, made.text
+    session = fragment(browse(authorize_url(world)))
+    user = user_of(world, anon_key, session)
+    assert user["id"] == made.json()["id"] and user["app_metadata"]["providers"] == ["email", "keycloak"]
+    assert id_token_grant(world, anon_key, token, raw).json()["user"]["id"] == user["id"]
+
+
+def test_a_provider_that_is_down_is_an_error_redirect_or_a_503_never_a_500(make_world, anon_key, request):
+    import socket
+
+    # A port held but not listening refuses every connection, and no other server can take it; the
+    # issuer's path is new, so that no discovery document cached by an earlier test answers for it.
+    held = socket.socket()
+    held.bind(("127.0.0.1", 0))
+    request.addfinalizer(held.close)
+    dead = f"http://127.0.0.1:{held.getsockname()[1]}/down-{secrets.token_hex(4)}"
+    world = make_world(EXTERNAL_GOOGLE_ENABLED=True, EXTERNAL_GOOGLE_CLIENT_ID="phone-app",
+                       EXTERNAL_GOOGLE_SECRET=SECRET, EXTERNAL_GOOGLE_URL=dead,
+                       EXTERNAL_GITHUB_SECRET="not-the-client-secret")  # fmt: skip
+    base = world["base"]
+    # Its discovery cannot be fetched: the browser goes back to the app with the error.
+    landed = requests.get(authorize_url(world, provider="google"), allow_redirects=False)
+    assert landed.status_code == 302 and landed.headers["Location"].startswith(APP)
+    assert query(landed.headers["Location"])["error"] == "temporarily_unavailable"
+    assert query(landed.headers["Location"])["error_code"] == "unexpected_failure"
+    # A JSON client gets a 503 in the auth API's body: the SDKs retry those.
+    assert_auth_body(id_token_grant(world, anon_key, "a.b.c", provider="google"), 503, "unexpected_failure")
+    session = sign_up(world, anon_key, "ann@example.com")
+    link = requests.get(f"{base}/auth/v1/user/identities/authorize?provider=google&skip_http_redirect=true",
+                        headers=headers(anon_key, session["access_token"]))  # fmt: skip
+    assert_auth_body(link, 503, "unexpected_failure")
+    with SupabaseJs(base, anon_key) as js:
+        answer = js("phone", "auth.signInWithIdToken", {"provider": "google", "token": "a.b.c"})
+    assert answer["error"]["name"] == "AuthRetryableFetchError" and answer["error"]["status"] == 503
+
+    # The provider refuses our client's secret at its token endpoint: an error redirect too.
+    landed = browse(authorize_url(world, provider="github"))
+    assert query(landed)["error_code"] == "bad_oauth_callback" and "access_token" not in fragment(landed)
+    assert query(landed)["error"] == "invalid_request"
+
+    # The provider goes down between the sign-in page and the callback.
+    callback = browse(authorize_url(world), stop_at=f"{base}/auth/v1/callback")
+    world["providers"]["keycloak"].terminate()
+    world["providers"]["keycloak"].wait(timeout=10)
+    landed = requests.get(callback, allow_redirects=False)
+    assert landed.status_code == 302 and landed.headers["Location"].startswith(APP)
+    assert query(landed.headers["Location"])["error"] == "temporarily_unavailable"
+    assert "access_token" not in fragment(landed.headers["Location"])
+
+
+# --- the official clients, as apps call them
+
+
+def test_supabase_js_signs_in_with_a_provider_under_pkce_links_and_unlinks(world, anon_key):
+    options = {"redirectTo": APP, "skipBrowserRedirect": True}
+    with SupabaseJs(world["base"], anon_key) as js:
+        started = js("app", "auth.signInWithOAuth", {"provider": "keycloak", "options": options})
+        url = started["data"]["url"]
+        assert started["error"] is None and "code_challenge=" in url and "code_challenge_method=s256" in url
+        landed = browse(url)
+        assert landed.startswith(APP + "?code=") and "access_token" not in landed
+        session = js("app", "auth.exchangeCodeForSession", query(landed)["code"])
+        assert session["error"] is None, session
+        user = session["data"]["user"]
+        assert user["email"] == "alice@example.com" and user["app_metadata"]["provider"] == "keycloak"
+        assert [i["provider"] for i in user["identities"]] == ["keycloak"]
+
+        link = js("app", "auth.linkIdentity", {"provider": "github", "options": options})
+        assert link["error"] is None and link["data"]["url"].startswith("http://127.0.0.1:")
+        linked = js("app", "auth.exchangeCodeForSession", query(browse(link["data"]["url"]))["code"])
+        assert linked["error"] is None and linked["data"]["user"]["id"] == user["id"]
+        identities = js("app", "auth.getUserIdentities")["data"]["identities"]
+        assert sorted(i["provider"] for i in identities) == ["github", "keycloak"]
+
+        # Another user cannot link the GitHub account: it is Alice's.
+        js("bob", "auth.signUp", {"email": "bob@example.com", "password": "secret-pw"})
+        taken = browse(
+            js("bob", "auth.linkIdentity", {"provider": "github", "options": options})["data"]["url"]
+        )
+        assert query(taken)["error_code"] == "identity_already_exists" and "code" not in query(taken)
+        bobs = js("bob", "auth.getUserIdentities")["data"]["identities"]
+        assert [i["provider"] for i in bobs] == ["email"]
+
+        github = next(i for i in identities if i["provider"] == "github")
+        keycloak = next(i for i in identities if i["provider"] == "keycloak")
+        assert js("bob", "auth.unlinkIdentity", github)["error"]["code"] == "identity_not_found"
+        assert js("app", "auth.unlinkIdentity", github)["error"] is None
+        last = js("app", "auth.unlinkIdentity", keycloak)
+        assert last["error"]["code"] == "single_identity_not_deletable"
+        remaining = js("app", "auth.getUserIdentities")["data"]["identities"]
+        assert [i["provider"] for i in remaining] == ["keycloak"]
+
+
+def test_supabase_js_signs_in_and_links_with_id_tokens(make_world, anon_key):
+    world = make_world(google=True)
+    with SupabaseJs(world["base"], anon_key) as js:
+        raw, hashed = nonce_pair()
+        token = provider_id_token(world, "phone-app", hashed)
+        signed = js("phone", "auth.signInWithIdToken", {"provider": "google", "token": token, "nonce": raw})
+        assert signed["error"] is None, signed
+        alice = signed["data"]["user"]
+        assert alice["email"] == "alice@example.com" and alice["app_metadata"]["provider"] == "google"
+        assert js("phone", "auth.getUser")["data"]["user"]["id"] == alice["id"]
+        wrong = js("other", "auth.signInWithIdToken", {"provider": "google", "token": token, "nonce": "x"})
+        assert wrong["error"]["code"] == "bad_oauth_callback" and wrong["data"]["session"] is None
+
+        # Bob, signed in with his password, links the provider account by its ID token.
+        bob = js("bob", "auth.signUp", {"email": "bob@example.com", "password": "secret-pw"})["data"]["user"]
+        raw, hashed = nonce_pair()
+        token = provider_id_token(world, "phone-app", hashed)
+        linked = js("bob", "auth.linkIdentity", {"provider": "keycloak", "token": token, "nonce": raw})
+        assert linked["error"] is None, linked
+        assert linked["data"]["user"]["id"] == bob["id"]
+        assert linked["data"]["user"]["app_metadata"]["providers"] == ["email", "keycloak"]
+        raw, hashed = nonce_pair()
+        token = provider_id_token(world, "phone-app", hashed)
+        again = js("tablet", "auth.signInWithIdToken", {"provider": "keycloak", "token": token, "nonce": raw})
+        assert again["data"]["user"]["id"] == bob["id"]  # that identity now signs Bob in
+    # Linking needs the user's own token: without one, or with the API key as one, it is refused.
+    body = {"provider": "keycloak", "id_token": token, "nonce": raw, "link_identity": True}
+    url = f"{world['base']}/auth/v1/token?grant_type=id_token"
+    assert_auth_body(requests.post(url, headers=headers(anon_key), json=body), 401, "no_authorization")
+    assert_auth_body(requests.post(url, headers=headers(anon_key, anon_key), json=body), 401, "bad_jwt")
+
+
+def test_supabase_py_signs_in_with_a_provider_and_an_id_token(world, anon_key):
+    pytest.importorskip("supabase_auth")
+    import httpx
+    from supabase_auth.errors import AuthApiError
+
+    with httpx.Client() as http:
+        client = gotrue_client(world["base"], anon_key, http, flow_type="pkce")
+        started = client.sign_in_with_oauth({"provider": "keycloak", "options": {"redirect_to": APP}})
+        assert "code_challenge=" in started.url
+        session = client.exchange_code_for_session({"auth_code": query(browse(started.url))["code"]})
+        assert session.user.email == "alice@example.com" and session.session.access_token
+        assert [i.provider for i in session.user.identities] == ["keycloak"]
+
+        raw, hashed = nonce_pair()
+        token = provider_id_token(world, "phone-app", hashed)
+        signed = client.sign_in_with_id_token({"provider": "keycloak", "token": token, "nonce": raw})
+        assert signed.user.id == session.user.id and signed.session.access_token
+        with pytest.raises(AuthApiError) as refused:
+            client.sign_in_with_id_token({"provider": "keycloak", "token": token, "nonce": "not-it"})
+        assert refused.value.code == "bad_oauth_callback"
+
+
+def test_a_deleted_user_leaves_nothing_that_signs_in(world, anon_key, service_key):
+    """Deleting a user deletes their identities and factors: the provider account then signs up
+    afresh. A row deleted by the application that shares the users table does the same."""
+    from sqlalchemy import func, select
+
+    from extensions import db
+    from models import Factor, Identity
+
+    first = fragment(browse(authorize_url(world)))
+    user_id = user_of(world, anon_key, first)["id"]
+    signed_in = headers(anon_key, first["access_token"])
+    enrolled = requests.post(
+        f"{world['base']}/auth/v1/factors", headers=signed_in, json={"factor_type": "totp"}
+    )
+    assert enrolled.status_code == 200, enrolled.text
+    admin = {"apikey": service_key, "Authorization": f"Bearer {service_key}"}
+    assert requests.delete(f"{world['base']}/auth/v1/admin/users/{user_id}", headers=admin).status_code == 200
+    with world["app"].app_context():
+        for model in (Identity, Factor):
+            assert db.session.execute(select(func.count()).where(model.user_id == user_id)).scalar() == 0
+    second = fragment(browse(authorize_url(world)))
+    again = user_of(world, anon_key, second)
+    # (SQLite may give the new user the same id: nothing of the old one's may come with it.)
+    assert "factors" not in again and [i["provider"] for i in again["identities"]] == ["keycloak"]
+
+    bob = sign_up(world, anon_key, "bob@example.com")["user"]["id"]  # so that no id is reused below
+    with world["app"].app_context():  # the other application deletes the row itself
+        from models import users_table
+
+        users = users_table()
+        db.session.execute(users.delete().where(users.c.user_id == again["id"]))
+        db.session.commit()
+    third = fragment(browse(authorize_url(world)))
+    assert "access_token" in third and user_of(world, anon_key, third)["id"] not in (again["id"], bob)
+
+
+@pytest.mark.parametrize("pkce", [False, True])
+def test_a_banned_or_deactivated_user_is_turned_away_at_the_callback(world, anon_key, service_key, pkce):
+    first = fragment(browse(authorize_url(world)))
+    user_id = user_of(world, anon_key, first)["id"]
+    admin = {"apikey": service_key, "Authorization": f"Bearer {service_key}"}
+    path = f"{world['base']}/auth/v1/admin/users/{user_id}"
+    assert requests.put(path, headers=admin, json={"ban_duration": "24h"}).status_code == 200
+    _, challenge = pkce_pair()
+    params = {"code_challenge": challenge, "code_challenge_method": "s256"} if pkce else {}
+    banned = browse(authorize_url(world, **params))
+    assert query(banned)["error"] == "access_denied" and query(banned)["error_code"] == "user_banned"
+    assert "code" not in query(banned) and "access_token" not in fragment(banned)
+    raw, hashed = nonce_pair()
+    assert_auth_body(id_token_grant(world, anon_key, provider_id_token(world, "phone-app", hashed), raw),
+                     400, "user_banned")  # fmt: skip
+    requests.put(path, headers=admin, json={"ban_duration": "none"})
+    with world["app"].app_context():  # the application that shares the users table deactivates them
+        from extensions import db
+        from models import users_table
+
+        users = users_table()
+        db.session.execute(users.update().where(users.c.user_id == user_id).values(active=0))
+        db.session.commit()
+    inactive = browse(authorize_url(world, **params))
+    assert query(inactive)["error"] == "access_denied" and query(inactive)["error_code"] == "user_inactive"
+    assert "code" not in query(inactive)
+
+
+def test_racing_first_sign_ins_of_one_provider_account_all_get_in_as_one_user(world, anon_key):
+    """A phone that retries (or two tabs) signs in with the same new account at once: one request
+    creates the user, the others find it; none is refused or a 5xx."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    raw, hashed = nonce_pair()
+    token = provider_id_token(world, "phone-app", hashed)
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(lambda _: id_token_grant(world, anon_key, token, raw), range(8)))
+    assert [answer.status_code for answer in answers] == [200] * 8, [answer.text for answer in answers]
+    assert len({answer.json()["user"]["id"] for answer in answers}) == 1

@@ -190,3 +190,40 @@ def test_an_unknown_address_costs_the_bcrypt_work_of_the_stored_hashes(legacy_db
         from extensions import state
 
         assert state().dummy_cost == 10 and hash_cost(state().dummy_hash) == 10
+
+
+@pytest.mark.parametrize("stored", ["unusable", "5f4dcc3b5aa765d61d8327deb882cf99", ""])
+def test_a_hash_no_password_matches_costs_the_bcrypt_work_of_a_wrong_password(
+    app, anon_key, monkeypatch, stored
+):
+    """A user made by a provider has a hash no password matches (and another application's rows may
+    hold an MD5 digest or nothing): bcrypt refuses such a value at once, so the sign-in checks the
+    password against the dummy hash instead, one bcrypt verify like any wrong password, and answers
+    exactly what an unknown address gets."""
+    from auth import accounts
+    from auth.passwords import unusable_hash
+    from extensions import state
+
+    api = Api(app, anon_key)
+    user_id = api.sign_up("made@example.com")["user"]["id"]
+    with app.app_context():
+        value = unusable_hash() if stored == "unusable" else stored
+        accounts.set_password_hash(user_id, value)
+        db.session.commit()
+    checked = []
+
+    def verify(password, hashed):
+        checked.append(hashed)
+        return real(password, hashed)
+
+    real = accounts.verify_password
+    monkeypatch.setattr(accounts, "verify_password", verify)
+    refused = api.sign_in("made@example.com", value or "secret-pw")
+    unknown = api.sign_in("nobody@example.com", "secret-pw")
+    assert_auth_error(refused, 400, "invalid_credentials")
+    assert refused.json == unknown.json
+    with app.app_context():
+        dummy = state().dummy_hash
+    assert checked == [dummy, dummy]  # one real bcrypt verify each, never against the stored value
+    # A password equal to the dummy hash's own does not get in either.
+    assert_auth_error(api.sign_in("made@example.com", "minibase-no-such-user"), 400, "invalid_credentials")

@@ -7,7 +7,7 @@ import jwt
 import pytest
 import requests
 
-from support import assert_auth_error
+from support import assert_auth_error, gotrue_client
 
 SDK = {"X-Supabase-Api-Version": "2024-01-01"}
 
@@ -27,16 +27,11 @@ def admin_sdk(live_server, service_key):
 
 
 def test_a_weak_password_is_the_sdks_weak_password_error(live_server, anon_key, api):
-    supabase_auth = pytest.importorskip("supabase_auth")
+    pytest.importorskip("supabase_auth")
     from supabase_auth.errors import AuthWeakPasswordError
 
     with httpx.Client() as http:
-        client = supabase_auth.SyncGoTrueClient(
-            url=live_server + "/auth/v1",
-            headers={"apikey": anon_key},
-            persist_session=False,
-            http_client=http,
-        )
+        client = gotrue_client(live_server, anon_key, http)
         with pytest.raises(AuthWeakPasswordError) as weak:
             client.sign_up({"email": "weak@example.com", "password": "123"})
     assert weak.value.reasons == ["length"]
