@@ -3,6 +3,7 @@ error-body assertions, and starting and stopping a real waitress server."""
 
 import socket
 import time
+from contextlib import contextmanager
 
 SECRET = "test-secret-" + "x" * 60
 LEAKS = ("select ", "insert into", "update ", "delete from", "sqlalchemy", "pymysql", "sqlite3",
@@ -182,3 +183,24 @@ def gotrue_client(base, key, http, **options):
     return supabase_auth.SyncGoTrueClient(
         url=base + "/auth/v1", headers={"apikey": key}, persist_session=False, http_client=http, **options
     )
+
+
+@contextmanager
+def supabase_clients(base):
+    """A function making supabase-py clients of `base` as an app calls create_client, over HTTP
+    clients closed when the block ends."""
+    import httpx
+    import supabase
+
+    opened = []
+
+    def make(key):
+        http = httpx.Client()
+        opened.append(http)
+        return supabase.create_client(base, key, supabase.ClientOptions(httpx_client=http))
+
+    try:
+        yield make
+    finally:
+        for http in opened:
+            http.close()

@@ -2,8 +2,9 @@
 server, on both databases: auth, the owner rule, PostgREST's error codes as the SDK reads them,
 upsert on an inline UNIQUE column, write counts, and auth.admin with bans."""
 
-import httpx
 import pytest
+
+from support import supabase_clients
 
 supabase = pytest.importorskip("supabase")
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")  # about the SDK's own internals
@@ -14,16 +15,8 @@ from supabase_auth.errors import AuthApiError, AuthWeakPasswordError  # noqa: E4
 @pytest.fixture
 def connect(sdk_server):
     """create_client as an app calls it, over HTTP clients closed when the test ends."""
-    opened = []
-
-    def make(key):
-        http = httpx.Client()
-        opened.append(http)
-        return supabase.create_client(sdk_server, key, supabase.ClientOptions(httpx_client=http))
-
-    yield make
-    for http in opened:
-        http.close()
+    with supabase_clients(sdk_server) as make:
+        yield make
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from support import serve_app
+from support import serve_app, supabase_clients
 
 supabase = pytest.importorskip("supabase")
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")  # about the SDK's own internals
@@ -27,16 +27,8 @@ def server(app):
 
 @pytest.fixture
 def connect(server):
-    opened = []
-
-    def make(key):
-        http = httpx.Client()
-        opened.append(http)
-        return supabase.create_client(server, key, supabase.ClientOptions(httpx_client=http))
-
-    yield make
-    for http in opened:
-        http.close()
+    with supabase_clients(server) as make:
+        yield make
 
 
 def test_supabase_py_storage(connect, anon_key, service_key, server):
