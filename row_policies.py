@@ -82,6 +82,18 @@ def parse(where, name, entry):
     return found
 
 
+def applying(policies, operation, who):
+    """(using, check, values) for `who` doing `operation` under `policies` (operation -> RowPolicy):
+    the policy that chooses the rows it reaches, the one the rows it writes must pass (an update's
+    is update_check, or its own), and the caller's values for them."""
+    using = policies.get(operation) if operation != "insert" else None
+    check = policies.get("insert") if operation == "insert" else None
+    if operation == "update":
+        check = policies.get("update_check", using)
+    values = values_for(who) if using is not None or check is not None else {}
+    return using, check, values
+
+
 def values_for(who):
     """The row policies' parameters for a caller: its id, role, email, assurance level and
     app_metadata (set by an administrator), NULL where it has none."""

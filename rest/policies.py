@@ -14,7 +14,7 @@ from config import ConfigError
 from errors import APIError, Rest
 from extensions import state
 from models import SERVICE_TABLES
-from row_policies import RowPolicy, values_for
+from row_policies import RowPolicy, applying
 from row_policies import parse as row_policies_section
 
 OPERATIONS = ("select", "insert", "update", "delete")
@@ -318,13 +318,7 @@ def authorize(policy, operation, who):
         return Grant(policy)
     if rule == "anon" or (who.role == "authenticated" and rule in ("authenticated", "owner")):
         owner = who.user_id if rule == "owner" else None
-        rows = policy.row_policies
-        using = rows.get(operation) if operation != "insert" else None
-        check = rows.get("insert") if operation == "insert" else None
-        if operation == "update":
-            check = rows.get("update_check", using)
-        values = values_for(who) if using is not None or check is not None else {}
-        return Grant(policy, owner, using, check, values)
+        return Grant(policy, owner, *applying(policy.row_policies, operation, who))
     raise _rule_refused(who, rule, f"table '{policy.table}'")
 
 

@@ -15,7 +15,7 @@ from database import transactions
 from errors import Storage, bucket_not_found, invalid_request, storage_error
 from extensions import db, state
 from models import StorageBucket, StorageObject, upsert
-from row_policies import RowPolicy, check_compiles, values_for
+from row_policies import RowPolicy, applying, check_compiles
 from row_policies import parse as row_policies_section
 from storage import clock
 
@@ -261,13 +261,7 @@ def authorize(bucket, operation, who):
         owner = str(who.user_id)
     else:
         return None
-    policies = bucket.policies
-    using = policies.get(operation) if operation != "insert" else None
-    check = policies.get("insert") if operation == "insert" else None
-    if operation == "update":
-        check = policies.get("update_check", using)
-    values = values_for(who) if using is not None or check is not None else {}
-    return Access(bucket, owner, using, check, values)
+    return Access(bucket, owner, *applying(bucket.policies, operation, who))
 
 
 def require(bucket, operation, who):
