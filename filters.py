@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import operator
 import re
 import sqlite3
@@ -21,7 +22,9 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
+from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.sql.functions import FunctionElement
 
 from values import BadValue, convert_value, is_booleanish, python_type, quoted
 
@@ -33,13 +36,20 @@ MAX_LIST_VALUES = 10_000
 
 _LOGIC_KEYS = {"or": ("or", False), "and": ("and", False), "not.or": ("or", True), "not.and": ("and", True)}
 _TREE_OPENERS = tuple((f"{key}(", spec) for key, spec in _LOGIC_KEYS.items())
-# PostgREST operators a client may well try; naming them gives a clearer error than "unknown".
-_UNSUPPORTED_OPERATORS = frozenset(
-    {"cs", "cd", "ov", "sl", "sr", "nxl", "nxr", "adj", "fts", "plfts", "phfts", "wfts"}
-    | {"match", "imatch", "isdistinct"}
-)
+# PostgreSQL-only operators a client may well try: each is a 400 that says why, not "unknown".
+_UNSUPPORTED_OPERATORS = {
+    **dict.fromkeys(("cs", "cd", "ov"), "array and range operators are PostgreSQL-only"),
+    **dict.fromkeys(("sl", "sr", "nxl", "nxr", "adj"), "range operators are PostgreSQL-only"),
+    **dict.fromkeys(("fts", "plfts", "phfts", "wfts"), "full-text search syntax is PostgreSQL-only"),
+}
 _IS_VALUES = ("null", "true", "false")
-OPERATOR_NAMES = ("eq", "neq", "gt", "gte", "lt", "lte", "like", "ilike", "in", "is")
+OPERATOR_NAMES = (
+    "eq", "neq", "gt", "gte", "lt", "lte", "like", "ilike", "match", "imatch", "in", "is", "isdistinct"
+)  # fmt: skip
+# The operators PostgREST takes with (any) or (all) and a list: `like(any).{a*,b*}`.
+QUANTIFIABLE = frozenset({"eq", "gt", "gte", "lt", "lte", "like", "ilike", "match", "imatch"})
+_OPERATOR_TOKEN = re.compile(r"([a-z]+)(?:\((any|all)\))?")
+MAX_PATTERN = 200  # characters of a match/imatch regular expression
 _DIALECTS = {"sqlite": "sqlite", "mysql": "mysql", "mariadb": "mysql"}
 
 
@@ -57,8 +67,9 @@ class FilterError(ValueError):
 class Condition:
     column: str
     op: str
-    value: str | tuple[str, ...]  # a tuple for "in"
+    value: str | tuple[str, ...]  # a tuple for "in" and a quantified operator
     negated: bool = False
+    quant: str | None = None  # "any" or "all": the operator holds for any / all of the values
 
 
 @dataclass(frozen=True)
@@ -172,7 +183,8 @@ def _parse_filter_param(key: str, value: str) -> Condition:
     else:
         column = key
         negated, op, operand = _split_native_value(key, value)
-    return _condition(column, op, _top_level_operand(op, operand, column), negated, where)
+    op, quant = operator_token(op)
+    return _condition(column, op, _top_level_operand(op, quant, operand, column), negated, where, quant)
 
 
 class _FilterName:
@@ -188,17 +200,27 @@ class _FilterName:
 def _split_dotted_key(key: str) -> tuple[str, bool, str] | None:
     """'col.op' or 'col.not.op' -> (col, negated, op); None when the key is a plain column."""
     head, dot, op = key.rpartition(".")
-    if not dot or op not in OPERATORS:
+    if not dot or operator_token(op) is None:
         return None
     if head.endswith(".not"):
         return head[: -len(".not")], True, op
     return head, False, op
 
 
+def operator_token(text: str) -> tuple[str, str | None] | None:
+    """'eq' -> ('eq', None), 'like(any)' -> ('like', 'any'); None when it is no operator of ours."""
+    found = _OPERATOR_TOKEN.fullmatch(text)
+    if found is None or found.group(1) not in OPERATORS:
+        return None
+    if found.group(2) is not None and found.group(1) not in QUANTIFIABLE:
+        return None
+    return found.group(1), found.group(2)
+
+
 def _looks_native(value: str) -> bool:
     rest = value.removeprefix("not.")
     op, dot, _ = rest.partition(".")
-    return bool(dot) and op in OPERATORS
+    return bool(dot) and operator_token(op) is not None
 
 
 def _split_native_value(key: str, value: str) -> tuple[bool, str, str]:
@@ -211,17 +233,18 @@ def _split_native_value(key: str, value: str) -> tuple[bool, str, str]:
             f"missing operator in filter {quoted(key)}",
             hint=f'write "{key}=eq.value" or "{key}.eq=value"',
         )
-    if op not in OPERATORS:
+    if operator_token(op) is None:
         raise _unknown_operator(op, f"filter {quoted(key)}")
     if not dot:
         raise FilterError(f'missing "." and value after operator "{op}" in filter {quoted(key)}')
     return negated, op, operand
 
 
-def _top_level_operand(op: str, raw: str, column: str) -> str | tuple[str, ...]:
-    if op != "in":
+def _top_level_operand(op: str, quant: str | None, raw: str, column: str) -> str | tuple[str, ...]:
+    if op != "in" and quant is None:
         return raw
-    scanner = _Scanner(raw, f'malformed "in" list for column {quoted(column)}')
+    name = op if quant is None else f"{op}({quant})"
+    scanner = _Scanner(raw, f"malformed {quoted(name)} list for column {quoted(column)}")
     values = _read_list(scanner)
     scanner.skip_spaces()
     if not scanner.at_end():
@@ -229,7 +252,9 @@ def _top_level_operand(op: str, raw: str, column: str) -> str | tuple[str, ...]:
     return values
 
 
-def _condition(column: str, op: str, value: str | tuple[str, ...], negated: bool, where: str) -> Condition:
+def _condition(
+    column: str, op: str, value: str | tuple[str, ...], negated: bool, where: str, quant: str | None = None
+) -> Condition:
     if not column:
         raise FilterError(f"missing column name in {where}")
     if column in RESERVED:
@@ -238,15 +263,24 @@ def _condition(column: str, op: str, value: str | tuple[str, ...], negated: bool
         raise FilterError(
             f'invalid value {quoted(value)} for "is" in {where}', hint="use null, true or false"
         )
-    if op in ("like", "ilike"):
-        _like_parts(value, where)  # validate now so a bad pattern is a syntax error
-    return Condition(column, op, value, negated)
+    for one in value if quant is not None else (value,):
+        if op in ("like", "ilike"):
+            _like_parts(one, where)  # validate now so a bad pattern is a syntax error
+        elif op in ("match", "imatch"):
+            check_pattern(one, where)
+    if "->" in column or column.startswith('"'):
+        parse_field(column.rpartition(".")[2] if not column.startswith('"') else column, where)
+    return Condition(column, op, value, negated, quant)
 
 
 def _unknown_operator(op: str, where: str) -> FilterError:
     hint = "operators: " + ", ".join(OPERATOR_NAMES)
-    if op in _UNSUPPORTED_OPERATORS:
-        return FilterError(f'operator "{op}" is not supported ({where})', hint=hint)
+    base = op.partition("(")[0]
+    if base in _UNSUPPORTED_OPERATORS:
+        why = _UNSUPPORTED_OPERATORS[base]
+        return FilterError(f'operator "{base}" is not supported: {why} ({where})', hint=hint)
+    if base in OPERATORS and "(" in op:
+        hint = f"(any) and (all) apply to {', '.join(sorted(QUANTIFIABLE))}"
     return FilterError(f"unknown operator {quoted(op)} in {where}", hint=hint)
 
 
@@ -263,10 +297,11 @@ def _measure(nodes: Iterable[Condition | Logic]) -> tuple[set[str], bool]:
             scoped = scoped or bool(node.path)
             pending.extend((child, embedded or bool(node.path)) for child in node.children)
             continue
-        conditions += 1
+        # Each value of a quantified operator is one more condition in the SQL.
+        conditions += max(len(node.value), 1) if node.quant is not None else 1
         values += len(node.value) if isinstance(node.value, tuple) else 1
         if not embedded and "." not in node.column:
-            names.add(node.column)
+            names.add(field_name(node.column))
         scoped = scoped or "." in node.column
     if conditions > MAX_CONDITIONS:
         raise FilterError(f"too many filter conditions (at most {MAX_CONDITIONS})")
@@ -328,10 +363,11 @@ class _Scanner:
 
 
 def _read_list(scanner: _Scanner) -> tuple[str, ...]:
-    """'(a,"b,c")' or '[a,"b,c"]' -> ('a', 'b,c'); '()' is the empty list."""
-    closer = {"(": ")", "[": "]"}.get(scanner.peek())
+    """'(a,"b,c")', '[a,"b,c"]' or '{a,"b,c"}' (PostgreSQL's array literal, for (any) and (all))
+    -> ('a', 'b,c'); '()' is the empty list."""
+    closer = {"(": ")", "[": "]", "{": "}"}.get(scanner.peek())
     if closer is None:
-        raise scanner.error('expected a list such as "(1,2)" or "[1,2]"')
+        raise scanner.error('expected a list such as "(1,2)", "[1,2]" or "{1,2}"')
     scanner.pos += 1
     scanner.skip_spaces()
     if scanner.take(closer):
@@ -418,12 +454,18 @@ def _read_tree_condition(scanner: _Scanner, key: str) -> Condition:
     if negated:
         scanner.pos += len("not.")
     op = scanner.read_until(".,()")
-    if op not in OPERATORS:
+    for quantifier in ("(any)", "(all)"):
+        if scanner.startswith(quantifier):
+            op += quantifier
+            scanner.pos += len(quantifier)
+    token = operator_token(op)
+    if token is None:
         raise _unknown_operator(op, f"{quoted(key)} filter (at position {scanner.pos + 1})")
+    op, quant = token
     if not scanner.take("."):
         raise scanner.error(f'expected "." and a value after operator "{op}"')
-    value = _read_list(scanner) if op == "in" else _read_tree_value(scanner)
-    return _condition(column, op, value, negated, f"{quoted(key)} filter")
+    value = _read_list(scanner) if op == "in" or quant else _read_tree_value(scanner)
+    return _condition(column, op, value, negated, f"{quoted(key)} filter", quant)
 
 
 def _read_tree_value(scanner: _Scanner) -> str:
@@ -501,8 +543,10 @@ class _Walk:
         return (sa.not_(expression) if node.negated else expression), shape
 
     def condition(self, node: Condition) -> tuple[ColumnElement, tuple]:
-        column = _resolve_column(self.table, node.column, "filter")
+        column = _resolve_field(self.table, node.column, "filter")
         operator_ = _operator(node)
+        if node.quant is not None:
+            return self.quantified(node, column, operator_)
         value = operator_.convert(column, node.value, self.dialect)
         name, self.number = f"p{self.number}", self.number + 1
         if operator_.has_parameter(value):
@@ -516,6 +560,28 @@ class _Walk:
         else:  # the value is in the SQL itself: is.null, is.true, an empty in
             shape = (node.column, node.op, node.negated, repr(value))
         return operator_.express(column, value, self.dialect), shape
+
+    def quantified(self, node: Condition, column: ColumnElement, operator_: _Operator) -> tuple:
+        """`op(any)` / `op(all)` over a list: the OR / AND of the operator on each value, one
+        parameter each (the list's length is part of the shape). An empty list is false for any
+        and true for all, as in PostgreSQL."""
+        if not isinstance(node.value, tuple):
+            where = f"filter {quoted(node.column)}"
+            raise FilterError(f"{node.op}({node.quant}) needs a list such as {{a,b}} in {where}")
+        parts = []
+        for raw in node.value:
+            value = operator_.convert(column, raw, self.dialect)
+            name, self.number = f"p{self.number}", self.number + 1
+            if self.named:
+                self.values[name] = value
+                parameter = sa.bindparam(name, type_=operator_.type(column), required=True)
+            else:
+                parameter = sa.bindparam(None, value, type_=operator_.type(column))
+            parts.append(operator_.express(column, parameter, self.dialect))
+        shape = (node.column, node.op, node.negated, node.quant, len(parts))
+        if not parts:
+            return (sa.false() if node.quant == "any" else sa.true()), shape
+        return (sa.or_ if node.quant == "any" else sa.and_)(*parts), shape
 
     def logic(self, node: Logic, depth: int) -> tuple[ColumnElement, tuple]:
         if depth > MAX_DEPTH:
@@ -534,6 +600,188 @@ def _operator(node: Condition) -> _Operator:
     if found is None:
         raise _unknown_operator(node.op, f"filter {quoted(node.column)}")
     return found
+
+
+# ---------------------------------------------------------------------------
+# Fields: a column, perhaps "quoted", and a JSON path into it (`data->a->>b`, `data->0`)
+
+_IDENTIFIER = re.compile(r"[\w$]+(?:-(?!>)[\w$]+)*")
+_JSON_INDEX = re.compile(r"[0-9]{1,9}(?=->|::|\.|,|\)|$)")
+_JSON_KEY = re.compile(r"[^()\-:.,>\"]+(?:-(?!>)[^()\-:.,>\"]+)*")
+_BAD_KEY = re.compile(r"[\"\\'\x00-\x1f]")
+MAX_JSON_PATH = 16  # keys in one path
+MAX_JSON_KEY = 100  # characters of one key
+
+
+@dataclass(frozen=True)
+class Field:
+    """A column (`name`) and a JSON path into it: ("->" or "->>", a key or an array index) steps."""
+
+    name: str
+    path: tuple = ()
+
+
+def _read_name(text: str, pos: int, where: str) -> tuple[str, int]:
+    """A name at `pos`: "quoted" (backslash makes the next character literal) or an identifier."""
+    if text.startswith('"', pos):
+        chars, pos = [], pos + 1
+        while pos < len(text):
+            char = text[pos]
+            if char == '"':
+                if not chars:
+                    raise FilterError(f"empty quoted name in {where}")
+                return "".join(chars), pos + 1
+            if char == "\\" and pos + 1 < len(text):
+                pos += 1
+                char = text[pos]
+            chars.append(char)
+            pos += 1
+        raise FilterError(f"unterminated quoted name in {where}")
+    found = _IDENTIFIER.match(text, pos)
+    if found is None:
+        raise FilterError(f"expected a column name at {quoted(text[pos:])} in {where}")
+    return found.group(), found.end()
+
+
+def _read_path(text: str, pos: int, where: str) -> tuple[tuple, int]:
+    path = []
+    while text.startswith("->", pos):
+        arrow = "->>" if text.startswith("->>", pos) else "->"
+        pos += len(arrow)
+        if text.startswith('"', pos):
+            key, pos = _read_name(text, pos, where)
+        elif (index := _JSON_INDEX.match(text, pos)) is not None:
+            key, pos = int(index.group()), index.end()
+        elif (name := _JSON_KEY.match(text, pos)) is not None:
+            key, pos = name.group().strip(), name.end()
+        elif text.startswith("-", pos):
+            raise FilterError(f"negative JSON array indexes are not supported in {where}")
+        else:
+            raise FilterError(f'missing key after "{arrow}" in {where}')
+        if isinstance(key, str) and (not key or len(key) > MAX_JSON_KEY or _BAD_KEY.search(key)):
+            raise FilterError(
+                f"invalid JSON key {quoted(key)} in {where}",
+                hint=f"at most {MAX_JSON_KEY} characters, no quotes, backslashes or control characters",
+            )
+        if path and path[-1][0] == "->>":
+            raise FilterError(f'"->>" must be the last step of a JSON path in {where}')
+        path.append((arrow, key))
+        if len(path) > MAX_JSON_PATH:
+            raise FilterError(f"JSON path too long in {where} (at most {MAX_JSON_PATH} keys)")
+    return tuple(path), pos
+
+
+def parse_field(text: str, where: str = "filter") -> Field:
+    """'data->a->>b' -> Field("data", (("->", "a"), ("->>", "b"))); '"my col"' -> Field("my col")."""
+    name, pos = _read_name(text, 0, where)
+    path, pos = _read_path(text, pos, where)
+    if pos != len(text):
+        raise FilterError(f"unexpected {quoted(text[pos:])} after the column name in {where}")
+    return Field(name, path)
+
+
+def _is_plain(text: str) -> bool:
+    return "->" not in text and not text.startswith('"')
+
+
+def field_name(text: str) -> str:
+    """The column a field text names (for reflection), or the text itself when it does not parse."""
+    if _is_plain(text):
+        return text
+    try:
+        return parse_field(text).name
+    except FilterError:
+        return text
+
+
+def _resolve_field(table: sa.Table, text: str, where: str) -> ColumnElement:
+    """The column `text` names, or, with a JSON path, the path's value as text (`->>`) or as JSON
+    text (`->`), labelled with `text` so that messages name it."""
+    if _is_plain(text):
+        return _resolve_column(table, text, where)
+    field = parse_field(text, where)
+    column = _resolve_column(table, field.name, where)
+    if not field.path:
+        return column
+    return _json_text(column, field.path).label(text)
+
+
+def _json_path(path: tuple) -> str:
+    """The path as the databases' JSON path text: $."key"[0]. Keys hold no quote or backslash."""
+    return "$" + "".join(f"[{key}]" if isinstance(key, int) else f'."{key}"' for _, key in path)
+
+
+class _JsonDocument(FunctionElement):
+    """`->`: the JSON value at a path, read back as JSON."""
+
+    type = sa.JSON()
+    inherit_cache = True
+
+
+class _JsonText(FunctionElement):
+    """`->>`: the value at a path as text (NULL for JSON null), as PostgreSQL's ->> answers."""
+
+    type = sa.String()
+    inherit_cache = True
+
+
+class _JsonLiteral(FunctionElement):
+    """`->` in a filter or an order: the JSON text of the value ('"ann"', '5'), what PostgreSQL's
+    jsonb comparison of `data->name=eq."ann"` matches."""
+
+    type = sa.String()
+    inherit_cache = True
+
+
+@compiles(_JsonDocument)
+def _json_document_mysql(element, compiler, **kw):
+    return f"JSON_EXTRACT({compiler.process(element.clauses, **kw)})"
+
+
+@compiles(_JsonDocument, "sqlite")
+def _json_document_sqlite(element, compiler, **kw):
+    column, path = (compiler.process(clause, **kw) for clause in element.clauses)
+    return f"({column} -> {path})"
+
+
+@compiles(_JsonText)
+def _json_text_mysql(element, compiler, **kw):
+    extract = f"JSON_EXTRACT({compiler.process(element.clauses, **kw)})"
+    return f"(CASE WHEN JSON_TYPE({extract}) = 'NULL' THEN NULL ELSE JSON_UNQUOTE({extract}) END)"
+
+
+@compiles(_JsonText, "sqlite")
+def _json_text_sqlite(element, compiler, **kw):
+    column, path = (compiler.process(clause, **kw) for clause in element.clauses)
+    return f"CAST(({column} ->> {path}) AS TEXT)"
+
+
+@compiles(_JsonLiteral)
+def _json_literal_mysql(element, compiler, **kw):
+    return f"CAST(JSON_EXTRACT({compiler.process(element.clauses, **kw)}) AS CHAR CHARACTER SET utf8mb4)"
+
+
+@compiles(_JsonLiteral, "sqlite")
+def _json_literal_sqlite(element, compiler, **kw):
+    column, path = (compiler.process(clause, **kw) for clause in element.clauses)
+    return f"({column} -> {path})"
+
+
+def _path_parameter(path: tuple) -> ColumnElement:
+    # A bound parameter, never SQL text: a key reaches the database as a value.
+    return sa.bindparam(None, _json_path(path), type_=sa.String())
+
+
+def _json_text(column: ColumnElement, path: tuple) -> ColumnElement:
+    kind = _JsonText if path[-1][0] == "->>" else _JsonLiteral
+    return kind(column, _path_parameter(path))
+
+
+def _json_output(column: ColumnElement, path: tuple) -> ColumnElement:
+    """A JSON path as a select item: JSON for `->`, text for `->>`."""
+    if path[-1][0] == "->>":
+        return _JsonText(column, _path_parameter(path))
+    return _JsonDocument(column, _path_parameter(path))
 
 
 def _resolve_column(table: sa.Table, name: str, where: str) -> sa.Column:
@@ -647,6 +895,64 @@ def _as_text(column: sa.Column, dialect: str) -> ColumnElement:
     return column if python_type(column.type) is str else sa.cast(column, sa.String())
 
 
+def _convert_match(column: sa.Column, value: object, dialect: str) -> str:
+    pattern = check_pattern(_one_value(value, column), f"filter {quoted(column.key)}")
+    return pattern
+
+
+def _convert_imatch(column: sa.Column, value: object, dialect: str) -> str:
+    return "(?i)" + _convert_match(column, value, dialect)
+
+
+def _express_match(column: sa.Column, pattern: object, dialect: str) -> ColumnElement:
+    text = _as_text(column, dialect)
+    if dialect == "mysql":
+        # Binary collation: case-sensitive unless the pattern says (?i), whatever the column's own.
+        text = text.collate("utf8mb4_bin")
+    return text.op("REGEXP", is_comparison=True)(pattern)
+
+
+_NESTED_REPEAT = re.compile(r"[*+}?]\)[*+{]")
+
+
+def check_pattern(pattern: str, where: str = "filter") -> str:
+    """A match/imatch regular expression the databases can all run, bounded: at most MAX_PATTERN
+    characters, no NUL, valid as a Python expression (SQLite runs it in Python), and no repetition
+    of a repeated group such as (a+)+, the classic catastrophic backtracking."""
+    if len(pattern) > MAX_PATTERN:
+        raise FilterError(f"regular expression in {where} is too long (at most {MAX_PATTERN} characters)")
+    if "\x00" in pattern:
+        raise FilterError(f"regular expression in {where} contains a NUL character")
+    if _NESTED_REPEAT.search(pattern):
+        raise FilterError(
+            f"regular expression {quoted(pattern)} in {where} repeats a repeated group",
+            hint="nested repetition such as (a+)+ is refused: it can take exponential time",
+        )
+    try:
+        _compiled_pattern(pattern)
+    except (re.error, OverflowError, RecursionError):
+        raise FilterError(f"invalid regular expression {quoted(pattern)} in {where}") from None
+    return pattern
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled_pattern(pattern: str) -> re.Pattern:
+    return re.compile(pattern)
+
+
+def sqlite_regexp(pattern: object, value: object) -> bool | None:
+    """SQLite's REGEXP (`value REGEXP pattern` calls regexp(pattern, value)), registered on each
+    connection. Patterns come checked by check_pattern; one that is not (a policy's SQL) is held
+    to the same length bound."""
+    if pattern is None or value is None:
+        return None
+    if not isinstance(pattern, str) or len(pattern) > MAX_PATTERN:
+        raise ValueError("regular expression too long")
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    return _compiled_pattern(pattern).search(str(value)) is not None
+
+
 def _comparison(op: str, compare: Callable) -> _Operator:
     # Always a bindparam: SQLAlchemy refuses `column > False` with a bare Python boolean.
     return _Operator(op, _convert_single, lambda column, parameter, dialect: compare(column, parameter))
@@ -661,8 +967,12 @@ _OPERATORS: dict[str, _Operator] = {
     "lte": _comparison("lte", operator.le),
     "like": _Operator("like", _convert_like, _express_like, text=True),
     "ilike": _Operator("ilike", _convert_ilike, _express_ilike, text=True),
+    "match": _Operator("match", _convert_match, _express_match, text=True),
+    "imatch": _Operator("imatch", _convert_imatch, _express_match, text=True),
     "in": _Operator("in", _convert_in, _express_in),
     "is": _Operator("is", _convert_is, _express_is),
+    # IS NOT on SQLite, NOT (a <=> b) on MySQL: NULL is a value like any other.
+    "isdistinct": _comparison("isdistinct", lambda column, value: column.is_distinct_from(value)),
 }
 OPERATORS = frozenset(_OPERATORS)
 
