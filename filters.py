@@ -82,8 +82,21 @@ class Logic:
 
 @dataclass(frozen=True)
 class SelectItem:
+    """A column to return under `alias`; or, when not `plain`, a value computed from it: a JSON
+    path into it, a cast, an aggregate (`column` is "*" for count()), a cast of the aggregate.
+    `sql` is the expression, once resolved against a table (resolve_select)."""
+
     column: str
     alias: str
+    path: tuple = ()
+    cast: str | None = None
+    aggregate: str | None = None
+    aggregate_cast: str | None = None
+    sql: object = dataclasses.field(default=None, compare=False, hash=False, repr=False)
+
+    @property
+    def plain(self) -> bool:
+        return not (self.path or self.cast or self.aggregate or self.aggregate_cast)
 
 
 @dataclass(frozen=True)
@@ -1038,7 +1051,22 @@ def _glob_pattern(pattern: str) -> str:
 # select= and order=
 
 _NAME = re.compile(r"[\w$]+")
-_UNSUPPORTED_SELECT = (("::", "casts"), ("->", "JSON paths"))
+_COMPUTED = re.compile(r'->|::|"|\.(?:count|sum|avg|min|max)\(\)|^(?:[\w$]+:)?count\(\)')
+_AGGREGATE = re.compile(r"\.(count|sum|avg|min|max)\(\)")
+_AGGREGATE_ITEM = re.compile(r"(?:^|[.:])(?:count|sum|avg|min|max)\(\)(?:::\w+)?$")
+_CAST_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# PostgreSQL type names a select item may be cast to: (SQLite, MySQL, the result's type).
+_TEXT = ("TEXT", "CHAR CHARACTER SET utf8mb4", sa.String())
+_INTEGER = ("INTEGER", "SIGNED", sa.BigInteger())
+_NUMERIC = ("NUMERIC", "DECIMAL(65, 10)", sa.Numeric(asdecimal=False))
+_FLOAT = ("REAL", "DOUBLE", sa.Float(asdecimal=False))
+CASTS = {
+    **dict.fromkeys(("text", "varchar", "char", "bpchar"), _TEXT),
+    **dict.fromkeys(("int", "int2", "int4", "int8", "integer", "smallint", "bigint"), _INTEGER),
+    **dict.fromkeys(("numeric", "decimal"), _NUMERIC),
+    **dict.fromkeys(("real", "float", "float4", "float8"), _FLOAT),
+}
+AGGREGATES = ("count", "sum", "avg", "min", "max")
 MAX_SELECT_ITEMS = 500  # SQLite refuses a result of more than 2,000 columns
 MAX_ORDER_ITEMS = 50
 MAX_EMBED_DEPTH = 4
@@ -1085,13 +1113,12 @@ def _split_top_level(text: str) -> list[str]:
 def _select_item(part: str, depth: int) -> SelectItem | EmbedItem:
     if not part:
         raise FilterError("empty item in select", hint="remove the extra comma")
-    for marker, feature in _UNSUPPORTED_SELECT:
-        if marker in part:
-            raise FilterError(f"{feature} are not supported in select: {quoted(part)}")
     if part == "*":
         return STAR
-    if "(" in part:
+    if "(" in part and not _AGGREGATE_ITEM.search(part):
         return _embed_item(part, depth + 1)
+    if _COMPUTED.search(part):
+        return _field_item(part)
     alias, colon, name = part.rpartition(":")
     alias, name = alias.strip(), name.strip()
     if not colon:
@@ -1101,6 +1128,108 @@ def _select_item(part: str, depth: int) -> SelectItem | EmbedItem:
     if not name:
         raise FilterError(f"missing column name in select: {quoted(part)}")
     return SelectItem(name, alias)
+
+
+def _field_item(part: str) -> SelectItem:
+    """`[alias:]field[::type][.aggregate()][::type]` or `[alias:]count()[::type]`, where field is a
+    column name, perhaps "quoted", and a JSON path. The default alias is PostgREST's: the
+    aggregate's name, else the last key of the path, else the column's name."""
+    where = f"select={quoted(part)}"
+    alias, pos = None, 0
+    try:
+        name, end = _read_name(part, 0, where)
+        if part.startswith(":", end) and not part.startswith("::", end):
+            alias, pos = name, end + 1
+    except FilterError:
+        pass
+    while part.startswith(" ", pos):
+        pos += 1
+    path, cast, aggregate = (), None, None
+    if part.startswith("count()", pos):
+        column, aggregate, pos = "*", "count", pos + len("count()")
+    else:
+        column, pos = _read_name(part, pos, where)
+        path, pos = _read_path(part, pos, where)
+        cast, pos = _read_cast(part, pos, where)
+        found = _AGGREGATE.match(part, pos)
+        if found is not None:
+            aggregate, pos = found.group(1), found.end()
+    aggregate_cast = None
+    if aggregate is not None:
+        aggregate_cast, pos = _read_cast(part, pos, where)
+    if pos != len(part):
+        raise FilterError(f"unexpected {quoted(part[pos:])} in {where}")
+    if alias is None:
+        keys = [key for _, key in path if isinstance(key, str)]
+        alias = aggregate or (keys[-1] if keys else column)
+    return SelectItem(column, alias, path, cast, aggregate, aggregate_cast)
+
+
+def _read_cast(text: str, pos: int, where: str) -> tuple[str | None, int]:
+    if not text.startswith("::", pos):
+        return None, pos
+    found = _CAST_NAME.match(text, pos + 2)
+    if found is None:
+        raise FilterError(f'missing type name after "::" in {where}')
+    name = found.group().lower()
+    if name not in CASTS:
+        raise FilterError(
+            f"unknown cast {quoted(found.group())} in {where}", hint="casts: " + ", ".join(sorted(CASTS))
+        )
+    return name, found.end()
+
+
+class _Cast(FunctionElement):
+    """CAST(expression AS type) for one of CASTS, written for each database."""
+
+    inherit_cache = False  # the type's name is no clause: a cached statement would keep another
+
+    def __init__(self, expression: ColumnElement, name: str):
+        self.cast_name = name
+        self.type = CASTS[name][2]
+        super().__init__(expression)
+
+
+@compiles(_Cast)
+def _cast_mysql(element, compiler, **kw):
+    return f"CAST({compiler.process(element.clauses, **kw)} AS {CASTS[element.cast_name][1]})"
+
+
+@compiles(_Cast, "sqlite")
+def _cast_sqlite(element, compiler, **kw):
+    value = compiler.process(element.clauses, **kw)
+    if CASTS[element.cast_name] is _INTEGER:
+        # PostgreSQL rounds a number cast to an integer (as MySQL does); SQLite would truncate.
+        rounded = f"CAST(ROUND({compiler.process(element.clauses, **kw)}) AS INTEGER)"
+        return f"(CASE WHEN typeof({value}) = 'integer' THEN {value} ELSE {rounded} END)"
+    return f"CAST({value} AS {CASTS[element.cast_name][0]})"
+
+
+_AGGREGATE_TYPES = {"count": sa.BigInteger(), "avg": sa.Float(asdecimal=False)}
+
+
+def _computed(item: SelectItem, table: sa.Table) -> ColumnElement:
+    """The expression of a select item that is not a plain column."""
+    if item.column == "*":
+        expression = sa.func.count()
+    else:
+        expression = _resolve_column(table, item.column, "select")
+        if item.path:
+            expression = _json_output(expression, item.path)
+        if item.cast:
+            expression = _Cast(expression, item.cast)
+        if item.aggregate:
+            function = getattr(sa.func, item.aggregate)
+            kind = _AGGREGATE_TYPES.get(item.aggregate, expression.type)
+            expression = function(expression, type_=kind)
+    if item.aggregate_cast:
+        expression = _Cast(expression, item.aggregate_cast)
+    return expression
+
+
+def output(item: SelectItem, table: sa.Table) -> ColumnElement:
+    """What a resolved select item reads: its column, or the expression computed from it."""
+    return table.c[item.column] if item.sql is None else item.sql
 
 
 def _embed_item(part: str, depth: int) -> EmbedItem:
@@ -1145,14 +1274,17 @@ def _check_names(items: Iterable[SelectItem | EmbedItem]) -> None:
         seen.add(item.alias)
 
 
-def parse_select(text: str | None, table: sa.Table) -> list[SelectItem]:
+def parse_select(text: str | None, table: sa.Table, aggregates: bool = False) -> list[SelectItem]:
     """'*', 'a,b', 'alias:col' -> the columns to return, in the order asked (no embedding)."""
-    return resolve_select(parse_select_tree(text), table)
+    return resolve_select(parse_select_tree(text), table, aggregates)
 
 
-def resolve_select(items: Iterable[SelectItem | EmbedItem], table: sa.Table) -> list[SelectItem]:
-    """The tree's columns checked against `table`, "*" expanded; an embed is a 400 here (a write's
-    or a function's result, where embedding does not apply)."""
+def resolve_select(
+    items: Iterable[SelectItem | EmbedItem], table: sa.Table, aggregates: bool = False
+) -> list[SelectItem]:
+    """The tree's columns checked against `table`, "*" expanded, computed items given their
+    expression; an embed is a 400 here (a write's or a function's result, where embedding does not
+    apply), and so is an aggregate unless `aggregates` (a table's own read)."""
     found = []
     for item in items:
         if isinstance(item, EmbedItem):
@@ -1161,8 +1293,15 @@ def resolve_select(items: Iterable[SelectItem | EmbedItem], table: sa.Table) -> 
             )
         if item is STAR:
             found.extend(_all_columns(table))
-        else:
+        elif item.plain:
             found.append(SelectItem(_resolve_column(table, item.column, "select").key, item.alias))
+        else:
+            if item.aggregate and not aggregates:
+                raise FilterError(
+                    f"aggregate {item.aggregate}() is not supported here",
+                    hint="aggregates apply to a table's own read, without embedded resources",
+                )
+            found.append(dataclasses.replace(item, sql=_computed(item, table)))
     seen = set()
     for item in found:
         if item.alias in seen:
@@ -1204,10 +1343,18 @@ def parse_order(text: str | None, table: sa.Table) -> list[OrderItem]:
 
 
 def _parse_order_item(part: str, table: sa.Table) -> OrderItem:
-    name, *modifiers = (piece.strip() for piece in part.split("."))
+    if _is_plain(part):
+        name, *modifiers = (piece.strip() for piece in part.split("."))
+    else:  # a quoted name or a JSON path: the field first, then its modifiers
+        name, pos = _read_name(part, 0, f"order {quoted(part)}")
+        pos = _read_path(part, pos, f"order {quoted(part)}")[1]
+        name, rest = part[:pos], part[pos:].strip()
+        if rest and not rest.startswith("."):
+            raise FilterError(f"unexpected {quoted(rest)} in order {quoted(part)}")
+        modifiers = [piece.strip() for piece in rest.split(".")[1:]]
     if not name:
         raise FilterError(f"empty item in order {quoted(part)}", hint='write "order=col.desc"')
-    column = _resolve_column(table, name, "order")
+    column = _resolve_field(table, name, "order")
     descending: bool | None = None
     nulls: str | None = None
     for modifier in modifiers:
@@ -1220,7 +1367,7 @@ def _parse_order_item(part: str, table: sa.Table) -> OrderItem:
                 f"unknown modifier {quoted(modifier)} in order {quoted(part)}",
                 hint="use asc or desc, then nullsfirst or nullslast, once each",
             )
-    return OrderItem(column.key, bool(descending), nulls)
+    return OrderItem(column.key if _is_plain(name) else name, bool(descending), nulls)
 
 
 def order_clauses(items: Iterable[OrderItem], table: sa.Table, dialect: str) -> list[ColumnElement]:
@@ -1228,7 +1375,8 @@ def order_clauses(items: Iterable[OrderItem], table: sa.Table, dialect: str) -> 
     _dialect(dialect)
     clauses = []
     for item in items:
-        column = _resolve_column(table, item.column, "order")
+        column = _resolve_field(table, item.column, "order")
+        column = getattr(column, "element", column)  # a JSON path's expression, not its label
         nulls = item.nulls or ("first" if item.descending else "last")
         if nulls not in ("first", "last"):
             raise FilterError(f"unknown NULL placement {quoted(str(nulls))} in order")
@@ -1271,9 +1419,25 @@ class Query:
     def embeds(self) -> bool:
         return any(isinstance(item, EmbedItem) for item in self.tree)
 
+    def aggregates(self) -> bool:
+        return any(isinstance(item, SelectItem) and item.aggregate for item in self.tree)
+
+    def computed(self) -> bool:
+        """Whether a select item is more than a column: a JSON path, a cast or an aggregate."""
+        return any(isinstance(item, SelectItem) and not item.plain for item in self.tree)
+
     def embeds_only(self) -> Query:
         """This query without the table's own filters: what shapes the embeds of a write's rows."""
         return dataclasses.replace(self, filters=[])
+
+
+def _order_field(part: str) -> str:
+    """An order item's field text, without its modifiers (a JSON path's keys hold no dot)."""
+    part = part.strip()
+    if part.startswith('"'):
+        end = part.find('"', 1)
+        return part if end < 0 else part[: end + 1] + part[end + 1 :].split(".")[0]
+    return part.split(".")[0].strip()
 
 
 def parse_query(
@@ -1285,7 +1449,7 @@ def parse_query(
     tree = parse_select_tree(select)
     embedded = parse_embedded(pairs)
     names |= {item.column for item in tree if isinstance(item, SelectItem)}
-    names |= {part.split(".")[0].strip() for part in (order or "").split(",")}
+    names |= {field_name(_order_field(part)) for part in (order or "").split(",")}
     embeds = any(isinstance(item, EmbedItem) for item in tree)
     plain = not (embeds or embedded or scoped)
     return Query(nodes, select, order, tree, embedded, frozenset(names - {"", "*"}), scoped, plain)

@@ -146,9 +146,14 @@ def parsed(parse, **options):
 def parse_query(pairs, select=None, order=None):
     """The query string as a filters.Query; a 400 when a filter or select does not parse."""
     try:
-        return filters.parse_query(pairs, select, order)
+        query = filters.parse_query(pairs, select, order)
     except filters.FilterError as exc:
         raise rows.client_error(exc) from None
+    if query.aggregates() and not current_app.config["DB_AGGREGATES_ENABLED"]:
+        # PostgREST's db-aggregates-enabled: off by default, since an aggregate over a large table
+        # is an easy way to make the database work hard.
+        raise APIError(400, Rest.AGGREGATES_DISABLED, "Use of aggregate functions is not allowed")
+    return query
 
 
 def preferences():

@@ -54,13 +54,21 @@ class Level:
     offset: int = 0
     hidden: list = field(default_factory=list)  # more columns to fetch: a write's primary key
 
+    def column(self, name):
+        """What the name from `needed` reads: a column, or a computed item's expression."""
+        for item in self.outputs:
+            if isinstance(item, SelectItem) and item.sql is not None and item_key(item) == name:
+                return item.sql
+        return self.table.c[name]
+
     @property
     def children(self):
         return [output for output in self.outputs if isinstance(output, Child)]
 
     def needed(self):
-        """The columns a query on this level fetches: the ones shown, and the keys its embeds join on."""
-        names = [item.column for item in self.outputs if isinstance(item, SelectItem)]
+        """The columns a query on this level fetches: the ones shown, and the keys its embeds join on.
+        A computed item (a JSON path, a cast) goes by a name of its own (`item_key`)."""
+        names = [item_key(item) for item in self.outputs if isinstance(item, SelectItem)]
         for child in self.children:
             names += child.relationship.parent_columns
         return list(dict.fromkeys(names + self.hidden))
@@ -122,7 +130,7 @@ class Child:
         level, relationship = self.level, self.relationship
         holder = level.table if self.junction is None else self.junction
         key_columns = [holder.c[name] for name in relationship.child_columns]
-        columns = [level.table.c[name] for name in level.needed()]
+        columns = [level.column(name) for name in level.needed()]
         if self.count is not None:
             columns = [sa.func.count()]
         labeled = [column.label(f"c{i}") for i, column in enumerate([*columns, *key_columns])]
@@ -149,6 +157,12 @@ class Child:
         if level.limit is not None:
             page = sa.and_(page, numbered.c.n <= level.offset + level.limit)
         return sa.select(*(numbered.c[f"c{i}"] for i in range(width))).where(page).order_by(numbered.c.n)
+
+
+def item_key(item):
+    """A select item's name among a level's fetched columns: its column, or for a computed item a
+    name no column can have."""
+    return item.column if item.sql is None else f"\x00{item.alias}"
 
 
 def _present(clause):
@@ -395,7 +409,7 @@ def read(level, offset, limit):
 
 def _fetch_top(level, offset, limit):
     needed = level.needed()
-    columns = [level.table.c[name] for name in needed]
+    columns = [level.column(name) for name in needed]
     statement = sa.select(*(c.label(f"c{i}") for i, c in enumerate(columns)))
     if level.where is not None:
         statement = statement.where(level.where)
@@ -426,7 +440,7 @@ def shape(level, found):
                 grouped.setdefault(key, []).append(one)
         embedded[id(child)] = (columns, grouped)
     steps = [
-        (output.alias, level.table.c[output.column], index[output.column])
+        (output.alias, level.column(item_key(output)), index[item_key(output)])
         if isinstance(output, SelectItem)
         else (output, *embedded[id(output)])
         for output in level.outputs

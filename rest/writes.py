@@ -113,6 +113,8 @@ def update(table, values, where, items=None, read=None):
         return [], db.session.execute(filtered(statement, where)).rowcount
     columns = primary_key(table)
     if not columns:
+        if not all(item.plain for item in items or ()):
+            raise filters.FilterError("JSON paths and casts in select need a table with a primary key here")
         lock_for_writing(table)
         before = select_rows(table, filters.parse_select(None, table), where, lock=True)
         db.session.execute(filtered(statement, where))
@@ -143,7 +145,7 @@ def delete(table, where, items=None, read=None):
         before = select_rows(table, items, where, lock=True)
         db.session.execute(filtered(sa.delete(table), where))
         return before, len(before)
-    columns = [*(table.c[item.column] for item in items), *key_columns]
+    columns = [*(filters.output(item, table) for item in items), *key_columns]
     before = plain_rows(table, columns, where, order=key_columns, lock=True)
     _delete_keys(table, where, [row[len(items) :] for row in before])
     return json_rows(row_shape(table, items), before), len(before)

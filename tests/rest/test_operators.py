@@ -2,11 +2,14 @@
 a {list}, isdistinct, match and imatch (regular expressions), the attacks on them, and the
 PostgreSQL-only operators refused by name."""
 
+import json
+import os
+import subprocess
 import time
 
 import pytest
 
-from support import assert_rest_error
+from support import assert_rest_error, serve_app
 
 # items: 1 Apple (code A1, note red), 2 apple pie (A2, NULL), 3 Banana (NULL, "yellow, ripe"),
 # 4 cherry_tart (C1, "50% off"), 5 Date (D1, 'it's "sweet"').
@@ -133,3 +136,36 @@ def test_operators_filter_embedded_rows(rest):
         query_string={"select": "id,children!inner(label)", "children.label": "like(any).{x*,z*}"},
     )
     assert response.json == [{"id": 1, "children": [{"label": "x1"}]}]
+
+
+def test_supabase_js_filter_helpers(make_rest, anon_key, node_modules):
+    """likeAnyOf, likeAllOf, ilikeAnyOf, ilikeAllOf, regexMatch, regexIMatch and isDistinct as
+    supabase-js sends them, over waitress."""
+    env = make_rest()
+    base, stop = serve_app(env.app)
+    try:
+        done = subprocess.run(
+            ["node", "filters.mjs"],
+            cwd=node_modules.parent,
+            env={**os.environ, "MINIBASE_URL": base, "ANON_KEY": anon_key},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        stop()
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out == {
+        "likeAnyOf": [2, 3],
+        "likeAllOf": [2],
+        "ilikeAnyOf": [1, 5],
+        "ilikeAllOf": [1, 2, 4, 5],
+        "regexMatch": [1, 3],
+        "regexIMatch": [1, 2],
+        "isDistinct": [2, 3, 4, 5],
+        "notRegex": [3],
+        "orAny": [1, 3, 5],
+        "cast": {"id": "1", "label": "Apple"},
+        "tooLong": "PGRST100",
+    }
