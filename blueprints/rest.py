@@ -98,7 +98,8 @@ def read_rows(name):
 @bp.post("/<name>")
 def insert_rows(name):
     who, write = identity(), parsed(parse_write, array=True)
-    return write_response(name, write, rows.insert(name, who, write), status=201)
+    page = rows.insert(name, who, write)
+    return write_response(name, write, page, status=insert_status(write.prefer, page))
 
 
 @bp.patch("/<name>")
@@ -111,6 +112,11 @@ def update_rows(name):
 def delete_rows(name):
     who, write = identity(), parsed(parse_write, filtered=True, body=False)
     return write_response(name, write, rows.delete(name, who, write), status=changed_status(write.prefer))
+
+
+def insert_status(prefer, page):
+    """201, or 200 for an upsert that merged every row and inserted none (PostgREST's rule)."""
+    return 200 if prefer.resolution == "merge-duplicates" and page.inserted == 0 else 201
 
 
 def changed_status(prefer):
@@ -293,7 +299,8 @@ def parse_write(array=False, filtered=False, body=True):
         )
     objects = body_objects(array) if body else []
     columns = names_parameter("columns")
-    if columns is None and len({frozenset(row) for row in objects}) > 1:
+    if columns is None and len({frozenset(row) for row in objects}) > 1 and not prefer.missing_default:
+        # With missing=default each row's missing keys take their column's default, so they may differ.
         raise bad_body("All object keys must match", hint="or name the columns with ?columns=")
     return rows.Write(query, prefer, media_type(), objects, columns, names_parameter("on_conflict"))
 
