@@ -12,7 +12,7 @@ owner rule embeds the caller's rows only. Each embed level is one query over all
 (`IN` over their keys, KEY_CHUNK at a time), never one per row; `!inner` is an EXISTS in the
 parent's WHERE, so paging and counting see only the parents that remain."""
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import sqlalchemy as sa
 
@@ -211,17 +211,11 @@ class Planner:
 
     def _child(self, parent_name, parent, item, path, chain):
         self.used.add(path)
+        item, column = _by_column(parent, item)
         policy = policies.policies().get(item.table)
         asked = [i.column for i in item.items if isinstance(i, SelectItem) and i is not filters.STAR]
         target = reflection.reflected_or_none(item.table, asked) if policy is not None else None
-        relationship = _relationship(parent_name, parent, item, target)
-        if item.spread and relationship.many:
-            raise APIError(
-                400,
-                Rest.BAD_QUERY,
-                f"'{item.table}' cannot be spread: it is not a to-one relationship of '{parent_name}'",
-                hint="spread (...) applies to many-to-one and one-to-one embeds",
-            )
+        relationship = _relationship(parent_name, parent, item, target, column)
         grant = policies.authorize(policy, "select", self.who)
         self.count += 1
         taken = set(chain) | ({relationship.junction} if relationship.junction else set())
@@ -279,10 +273,30 @@ def _detail(parent_name, table, relationship):
     }
 
 
-def _relationship(parent_name, parent, item, target):
+def _by_column(parent, item):
+    """`author_id(*)`: an embed named by a foreign key column of the parent (that is no listed
+    table's name) is an embed of the table the key points to, through that key. The item for that
+    table, and the column (None for an embed named by its table)."""
+    if item.table in policies.policies() or item.table not in parent.c:
+        return item, None
+    for reference in reflection.references(parent):
+        if reference.columns == (item.table,):
+            return replace(item, table=reference.target, hint=item.hint or item.table), item.table
+    return item, None
+
+
+def _relationship(parent_name, parent, item, target, column=None):
     """The one relationship `item` names between the parent table and item.table: a 400 when there
-    is none (or the table does not exist for the API), a 300 when several fit and no hint picks one."""
+    is none (or the table does not exist for the API), a 300 when several fit and no hint picks one.
+    A table that references itself has one key and two directions; PostgREST's convention picks
+    one: named by the key's column (`parent_id(*)`), the row it points to; named by the table,
+    with or without a hint (`children:items!parent_id(*)`), the rows that point to this one."""
     found = [] if target is None else candidates(parent_name, parent, item.table, target)
+    if parent_name == item.table:
+        if column is not None:
+            found = [r for r in found if r.kind == "many-to-one" and r.parent_columns == (column,)]
+        else:
+            found = [r for r in found if r.kind != "many-to-one"]
     if item.hint is not None:
         found = [r for r in found if item.hint in r.names]
     if not found:
@@ -459,7 +473,12 @@ def _object(steps, row):
         matches = found.get(tuple(row[i] for i in where)) or output.empty()
         if not output.shown:
             continue
-        if output.spread:
+        if output.spread and output.relationship.many:
+            # PostgREST's spread of a to-many embed: each column becomes an array, in the rows'
+            # order, the arrays correlated (their n-th values come from one row).
+            for name in output.level.names():
+                result[name] = [one[name] for one in matches]
+        elif output.spread:
             one = matches[0] if matches else None
             for name in output.level.names():
                 result[name] = None if one is None else one[name]
