@@ -752,7 +752,9 @@ def _json_document_mysql(element, compiler, **kw):
 
 
 @compiles(_JsonDocument, "sqlite")
-def _json_document_sqlite(element, compiler, **kw):
+@compiles(_JsonLiteral, "sqlite")
+def _json_arrow_sqlite(element, compiler, **kw):
+    # SQLite's -> answers the JSON text of the value, which its JSON type reads back as JSON.
     column, path = (compiler.process(clause, **kw) for clause in element.clauses)
     return f"({column} -> {path})"
 
@@ -772,12 +774,6 @@ def _json_text_sqlite(element, compiler, **kw):
 @compiles(_JsonLiteral)
 def _json_literal_mysql(element, compiler, **kw):
     return f"CAST(JSON_EXTRACT({compiler.process(element.clauses, **kw)}) AS CHAR CHARACTER SET utf8mb4)"
-
-
-@compiles(_JsonLiteral, "sqlite")
-def _json_literal_sqlite(element, compiler, **kw):
-    column, path = (compiler.process(clause, **kw) for clause in element.clauses)
-    return f"({column} -> {path})"
 
 
 def _path_parameter(path: tuple) -> ColumnElement:
