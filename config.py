@@ -111,6 +111,7 @@ VARIABLES = {
     "RATE_LIMIT_STORAGE_URI": ("memory://", _text),
     "TRUSTED_PROXIES": ("0", _integer),
     "MAX_ROWS": ("1000", lambda n, v: _integer(n, v, 1)),
+    "DB_AGGREGATES_ENABLED": ("false", _boolean),
     "REST_ERROR_CODES": ("status", lambda n, v: _choice(n, v, ("status", "postgrest"))),
     "CORS_ORIGINS": ("*", _text),
     "AUTO_MIGRATE": ("true", _boolean),

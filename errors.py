@@ -69,6 +69,7 @@ class Rest:
     BAD_BODY = "PGRST102"  # a body that is not JSON or not of the right shape
     RANGE_NOT_SATISFIABLE = "PGRST103"
     NOT_ACCEPTABLE = "PGRST107"  # no media type of the Accept header is offered
+    AGGREGATES_DISABLED = "PGRST123"  # an aggregate in select while DB_AGGREGATES_ENABLED is off
     MAX_AFFECTED = "PGRST124"  # a strict Prefer: max-affected that the write would exceed
     UNKNOWN_SCHEMA = "PGRST106"  # Accept-Profile or Content-Profile names a schema not served
     NOT_ONE_ROW = "PGRST116"  # a single object was asked for, not exactly one row matched

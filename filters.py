@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import operator
 import re
 import sqlite3
@@ -21,7 +22,9 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
+from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.sql.functions import FunctionElement
 
 from values import BadValue, convert_value, is_booleanish, python_type, quoted
 
@@ -33,13 +36,20 @@ MAX_LIST_VALUES = 10_000
 
 _LOGIC_KEYS = {"or": ("or", False), "and": ("and", False), "not.or": ("or", True), "not.and": ("and", True)}
 _TREE_OPENERS = tuple((f"{key}(", spec) for key, spec in _LOGIC_KEYS.items())
-# PostgREST operators a client may well try; naming them gives a clearer error than "unknown".
-_UNSUPPORTED_OPERATORS = frozenset(
-    {"cs", "cd", "ov", "sl", "sr", "nxl", "nxr", "adj", "fts", "plfts", "phfts", "wfts"}
-    | {"match", "imatch", "isdistinct"}
-)
+# PostgreSQL-only operators a client may well try: each is a 400 that says why, not "unknown".
+_UNSUPPORTED_OPERATORS = {
+    **dict.fromkeys(("cs", "cd", "ov"), "array and range operators are PostgreSQL-only"),
+    **dict.fromkeys(("sl", "sr", "nxl", "nxr", "adj"), "range operators are PostgreSQL-only"),
+    **dict.fromkeys(("fts", "plfts", "phfts", "wfts"), "full-text search syntax is PostgreSQL-only"),
+}
 _IS_VALUES = ("null", "true", "false")
-OPERATOR_NAMES = ("eq", "neq", "gt", "gte", "lt", "lte", "like", "ilike", "in", "is")
+OPERATOR_NAMES = (
+    "eq", "neq", "gt", "gte", "lt", "lte", "like", "ilike", "match", "imatch", "in", "is", "isdistinct"
+)  # fmt: skip
+# The operators PostgREST takes with (any) or (all) and a list: `like(any).{a*,b*}`.
+QUANTIFIABLE = frozenset({"eq", "gt", "gte", "lt", "lte", "like", "ilike", "match", "imatch"})
+_OPERATOR_TOKEN = re.compile(r"([a-z]+)(?:\((any|all)\))?")
+MAX_PATTERN = 200  # characters of a match/imatch regular expression
 _DIALECTS = {"sqlite": "sqlite", "mysql": "mysql", "mariadb": "mysql"}
 
 
@@ -57,8 +67,9 @@ class FilterError(ValueError):
 class Condition:
     column: str
     op: str
-    value: str | tuple[str, ...]  # a tuple for "in"
+    value: str | tuple[str, ...]  # a tuple for "in" and a quantified operator
     negated: bool = False
+    quant: str | None = None  # "any" or "all": the operator holds for any / all of the values
 
 
 @dataclass(frozen=True)
@@ -71,8 +82,21 @@ class Logic:
 
 @dataclass(frozen=True)
 class SelectItem:
+    """A column to return under `alias`; or, when not `plain`, a value computed from it: a JSON
+    path into it, a cast, an aggregate (`column` is "*" for count()), a cast of the aggregate.
+    `sql` is the expression, once resolved against a table (resolve_select)."""
+
     column: str
     alias: str
+    path: tuple = ()
+    cast: str | None = None
+    aggregate: str | None = None
+    aggregate_cast: str | None = None
+    sql: object = dataclasses.field(default=None, compare=False, hash=False, repr=False)
+
+    @property
+    def plain(self) -> bool:
+        return not (self.path or self.cast or self.aggregate or self.aggregate_cast)
 
 
 @dataclass(frozen=True)
@@ -172,7 +196,8 @@ def _parse_filter_param(key: str, value: str) -> Condition:
     else:
         column = key
         negated, op, operand = _split_native_value(key, value)
-    return _condition(column, op, _top_level_operand(op, operand, column), negated, where)
+    op, quant = operator_token(op)
+    return _condition(column, op, _top_level_operand(op, quant, operand, column), negated, where, quant)
 
 
 class _FilterName:
@@ -188,17 +213,27 @@ class _FilterName:
 def _split_dotted_key(key: str) -> tuple[str, bool, str] | None:
     """'col.op' or 'col.not.op' -> (col, negated, op); None when the key is a plain column."""
     head, dot, op = key.rpartition(".")
-    if not dot or op not in OPERATORS:
+    if not dot or operator_token(op) is None:
         return None
     if head.endswith(".not"):
         return head[: -len(".not")], True, op
     return head, False, op
 
 
+def operator_token(text: str) -> tuple[str, str | None] | None:
+    """'eq' -> ('eq', None), 'like(any)' -> ('like', 'any'); None when it is no operator of ours."""
+    found = _OPERATOR_TOKEN.fullmatch(text)
+    if found is None or found.group(1) not in OPERATORS:
+        return None
+    if found.group(2) is not None and found.group(1) not in QUANTIFIABLE:
+        return None
+    return found.group(1), found.group(2)
+
+
 def _looks_native(value: str) -> bool:
     rest = value.removeprefix("not.")
     op, dot, _ = rest.partition(".")
-    return bool(dot) and op in OPERATORS
+    return bool(dot) and operator_token(op) is not None
 
 
 def _split_native_value(key: str, value: str) -> tuple[bool, str, str]:
@@ -211,17 +246,18 @@ def _split_native_value(key: str, value: str) -> tuple[bool, str, str]:
             f"missing operator in filter {quoted(key)}",
             hint=f'write "{key}=eq.value" or "{key}.eq=value"',
         )
-    if op not in OPERATORS:
+    if operator_token(op) is None:
         raise _unknown_operator(op, f"filter {quoted(key)}")
     if not dot:
         raise FilterError(f'missing "." and value after operator "{op}" in filter {quoted(key)}')
     return negated, op, operand
 
 
-def _top_level_operand(op: str, raw: str, column: str) -> str | tuple[str, ...]:
-    if op != "in":
+def _top_level_operand(op: str, quant: str | None, raw: str, column: str) -> str | tuple[str, ...]:
+    if op != "in" and quant is None:
         return raw
-    scanner = _Scanner(raw, f'malformed "in" list for column {quoted(column)}')
+    name = op if quant is None else f"{op}({quant})"
+    scanner = _Scanner(raw, f"malformed {quoted(name)} list for column {quoted(column)}")
     values = _read_list(scanner)
     scanner.skip_spaces()
     if not scanner.at_end():
@@ -229,7 +265,9 @@ def _top_level_operand(op: str, raw: str, column: str) -> str | tuple[str, ...]:
     return values
 
 
-def _condition(column: str, op: str, value: str | tuple[str, ...], negated: bool, where: str) -> Condition:
+def _condition(
+    column: str, op: str, value: str | tuple[str, ...], negated: bool, where: str, quant: str | None = None
+) -> Condition:
     if not column:
         raise FilterError(f"missing column name in {where}")
     if column in RESERVED:
@@ -238,15 +276,24 @@ def _condition(column: str, op: str, value: str | tuple[str, ...], negated: bool
         raise FilterError(
             f'invalid value {quoted(value)} for "is" in {where}', hint="use null, true or false"
         )
-    if op in ("like", "ilike"):
-        _like_parts(value, where)  # validate now so a bad pattern is a syntax error
-    return Condition(column, op, value, negated)
+    for one in value if quant is not None else (value,):
+        if op in ("like", "ilike"):
+            _like_parts(one, where)  # validate now so a bad pattern is a syntax error
+        elif op in ("match", "imatch"):
+            check_pattern(one, where)
+    if "->" in column or column.startswith('"'):
+        parse_field(column.rpartition(".")[2] if not column.startswith('"') else column, where)
+    return Condition(column, op, value, negated, quant)
 
 
 def _unknown_operator(op: str, where: str) -> FilterError:
     hint = "operators: " + ", ".join(OPERATOR_NAMES)
-    if op in _UNSUPPORTED_OPERATORS:
-        return FilterError(f'operator "{op}" is not supported ({where})', hint=hint)
+    base = op.partition("(")[0]
+    if base in _UNSUPPORTED_OPERATORS:
+        why = _UNSUPPORTED_OPERATORS[base]
+        return FilterError(f'operator "{base}" is not supported: {why} ({where})', hint=hint)
+    if base in OPERATORS and "(" in op:
+        hint = f"(any) and (all) apply to {', '.join(sorted(QUANTIFIABLE))}"
     return FilterError(f"unknown operator {quoted(op)} in {where}", hint=hint)
 
 
@@ -263,10 +310,11 @@ def _measure(nodes: Iterable[Condition | Logic]) -> tuple[set[str], bool]:
             scoped = scoped or bool(node.path)
             pending.extend((child, embedded or bool(node.path)) for child in node.children)
             continue
-        conditions += 1
+        # Each value of a quantified operator is one more condition in the SQL.
+        conditions += max(len(node.value), 1) if node.quant is not None else 1
         values += len(node.value) if isinstance(node.value, tuple) else 1
         if not embedded and "." not in node.column:
-            names.add(node.column)
+            names.add(field_name(node.column))
         scoped = scoped or "." in node.column
     if conditions > MAX_CONDITIONS:
         raise FilterError(f"too many filter conditions (at most {MAX_CONDITIONS})")
@@ -328,10 +376,11 @@ class _Scanner:
 
 
 def _read_list(scanner: _Scanner) -> tuple[str, ...]:
-    """'(a,"b,c")' or '[a,"b,c"]' -> ('a', 'b,c'); '()' is the empty list."""
-    closer = {"(": ")", "[": "]"}.get(scanner.peek())
+    """'(a,"b,c")', '[a,"b,c"]' or '{a,"b,c"}' (PostgreSQL's array literal, for (any) and (all))
+    -> ('a', 'b,c'); '()' is the empty list."""
+    closer = {"(": ")", "[": "]", "{": "}"}.get(scanner.peek())
     if closer is None:
-        raise scanner.error('expected a list such as "(1,2)" or "[1,2]"')
+        raise scanner.error('expected a list such as "(1,2)", "[1,2]" or "{1,2}"')
     scanner.pos += 1
     scanner.skip_spaces()
     if scanner.take(closer):
@@ -418,12 +467,18 @@ def _read_tree_condition(scanner: _Scanner, key: str) -> Condition:
     if negated:
         scanner.pos += len("not.")
     op = scanner.read_until(".,()")
-    if op not in OPERATORS:
+    for quantifier in ("(any)", "(all)"):
+        if scanner.startswith(quantifier):
+            op += quantifier
+            scanner.pos += len(quantifier)
+    token = operator_token(op)
+    if token is None:
         raise _unknown_operator(op, f"{quoted(key)} filter (at position {scanner.pos + 1})")
+    op, quant = token
     if not scanner.take("."):
         raise scanner.error(f'expected "." and a value after operator "{op}"')
-    value = _read_list(scanner) if op == "in" else _read_tree_value(scanner)
-    return _condition(column, op, value, negated, f"{quoted(key)} filter")
+    value = _read_list(scanner) if op == "in" or quant else _read_tree_value(scanner)
+    return _condition(column, op, value, negated, f"{quoted(key)} filter", quant)
 
 
 def _read_tree_value(scanner: _Scanner) -> str:
@@ -501,8 +556,10 @@ class _Walk:
         return (sa.not_(expression) if node.negated else expression), shape
 
     def condition(self, node: Condition) -> tuple[ColumnElement, tuple]:
-        column = _resolve_column(self.table, node.column, "filter")
+        column = _resolve_field(self.table, node.column, "filter")
         operator_ = _operator(node)
+        if node.quant is not None:
+            return self.quantified(node, column, operator_)
         value = operator_.convert(column, node.value, self.dialect)
         name, self.number = f"p{self.number}", self.number + 1
         if operator_.has_parameter(value):
@@ -516,6 +573,28 @@ class _Walk:
         else:  # the value is in the SQL itself: is.null, is.true, an empty in
             shape = (node.column, node.op, node.negated, repr(value))
         return operator_.express(column, value, self.dialect), shape
+
+    def quantified(self, node: Condition, column: ColumnElement, operator_: _Operator) -> tuple:
+        """`op(any)` / `op(all)` over a list: the OR / AND of the operator on each value, one
+        parameter each (the list's length is part of the shape). An empty list is false for any
+        and true for all, as in PostgreSQL."""
+        if not isinstance(node.value, tuple):
+            where = f"filter {quoted(node.column)}"
+            raise FilterError(f"{node.op}({node.quant}) needs a list such as {{a,b}} in {where}")
+        parts = []
+        for raw in node.value:
+            value = operator_.convert(column, raw, self.dialect)
+            name, self.number = f"p{self.number}", self.number + 1
+            if self.named:
+                self.values[name] = value
+                parameter = sa.bindparam(name, type_=operator_.type(column), required=True)
+            else:
+                parameter = sa.bindparam(None, value, type_=operator_.type(column))
+            parts.append(operator_.express(column, parameter, self.dialect))
+        shape = (node.column, node.op, node.negated, node.quant, len(parts))
+        if not parts:
+            return (sa.false() if node.quant == "any" else sa.true()), shape
+        return (sa.or_ if node.quant == "any" else sa.and_)(*parts), shape
 
     def logic(self, node: Logic, depth: int) -> tuple[ColumnElement, tuple]:
         if depth > MAX_DEPTH:
@@ -534,6 +613,184 @@ def _operator(node: Condition) -> _Operator:
     if found is None:
         raise _unknown_operator(node.op, f"filter {quoted(node.column)}")
     return found
+
+
+# ---------------------------------------------------------------------------
+# Fields: a column, perhaps "quoted", and a JSON path into it (`data->a->>b`, `data->0`)
+
+_IDENTIFIER = re.compile(r"[\w$]+(?:-(?!>)[\w$]+)*")
+_JSON_INDEX = re.compile(r"[0-9]{1,9}(?=->|::|\.|,|\)|$)")
+_JSON_KEY = re.compile(r"[^()\-:.,>\"]+(?:-(?!>)[^()\-:.,>\"]+)*")
+_BAD_KEY = re.compile(r"[\"\\'\x00-\x1f]")
+MAX_JSON_PATH = 16  # keys in one path
+MAX_JSON_KEY = 100  # characters of one key
+
+
+@dataclass(frozen=True)
+class Field:
+    """A column (`name`) and a JSON path into it: ("->" or "->>", a key or an array index) steps."""
+
+    name: str
+    path: tuple = ()
+
+
+def _read_name(text: str, pos: int, where: str) -> tuple[str, int]:
+    """A name at `pos`: "quoted" (backslash makes the next character literal) or an identifier."""
+    if text.startswith('"', pos):
+        chars, pos = [], pos + 1
+        while pos < len(text):
+            char = text[pos]
+            if char == '"':
+                if not chars:
+                    raise FilterError(f"empty quoted name in {where}")
+                return "".join(chars), pos + 1
+            if char == "\\" and pos + 1 < len(text):
+                pos += 1
+                char = text[pos]
+            chars.append(char)
+            pos += 1
+        raise FilterError(f"unterminated quoted name in {where}")
+    found = _IDENTIFIER.match(text, pos)
+    if found is None:
+        raise FilterError(f"expected a column name at {quoted(text[pos:])} in {where}")
+    return found.group(), found.end()
+
+
+def _read_path(text: str, pos: int, where: str) -> tuple[tuple, int]:
+    path = []
+    while text.startswith("->", pos):
+        arrow = "->>" if text.startswith("->>", pos) else "->"
+        pos += len(arrow)
+        if text.startswith('"', pos):
+            key, pos = _read_name(text, pos, where)
+        elif (index := _JSON_INDEX.match(text, pos)) is not None:
+            key, pos = int(index.group()), index.end()
+        elif (name := _JSON_KEY.match(text, pos)) is not None:
+            key, pos = name.group().strip(), name.end()
+        elif text.startswith("-", pos):
+            raise FilterError(f"negative JSON array indexes are not supported in {where}")
+        else:
+            raise FilterError(f'missing key after "{arrow}" in {where}')
+        if isinstance(key, str) and (not key or len(key) > MAX_JSON_KEY or _BAD_KEY.search(key)):
+            raise FilterError(
+                f"invalid JSON key {quoted(key)} in {where}",
+                hint=f"at most {MAX_JSON_KEY} characters, no quotes, backslashes or control characters",
+            )
+        if path and path[-1][0] == "->>":
+            raise FilterError(f'"->>" must be the last step of a JSON path in {where}')
+        path.append((arrow, key))
+        if len(path) > MAX_JSON_PATH:
+            raise FilterError(f"JSON path too long in {where} (at most {MAX_JSON_PATH} keys)")
+    return tuple(path), pos
+
+
+def parse_field(text: str, where: str = "filter") -> Field:
+    """'data->a->>b' -> Field("data", (("->", "a"), ("->>", "b"))); '"my col"' -> Field("my col")."""
+    name, pos = _read_name(text, 0, where)
+    path, pos = _read_path(text, pos, where)
+    if pos != len(text):
+        raise FilterError(f"unexpected {quoted(text[pos:])} after the column name in {where}")
+    return Field(name, path)
+
+
+def _is_plain(text: str) -> bool:
+    return "->" not in text and not text.startswith('"')
+
+
+def field_name(text: str) -> str:
+    """The column a field text names (for reflection), or the text itself when it does not parse."""
+    if _is_plain(text):
+        return text
+    try:
+        return parse_field(text).name
+    except FilterError:
+        return text
+
+
+def _resolve_field(table: sa.Table, text: str, where: str) -> ColumnElement:
+    """The column `text` names, or, with a JSON path, the path's value as text (`->>`) or as JSON
+    text (`->`), labelled with `text` so that messages name it."""
+    if _is_plain(text):
+        return _resolve_column(table, text, where)
+    field = parse_field(text, where)
+    column = _resolve_column(table, field.name, where)
+    if not field.path:
+        return column
+    return _json_text(column, field.path).label(text)
+
+
+def _json_path(path: tuple) -> str:
+    """The path as the databases' JSON path text: $."key"[0]. Keys hold no quote or backslash."""
+    return "$" + "".join(f"[{key}]" if isinstance(key, int) else f'."{key}"' for _, key in path)
+
+
+class _JsonDocument(FunctionElement):
+    """`->`: the JSON value at a path, read back as JSON."""
+
+    type = sa.JSON()
+    inherit_cache = True
+
+
+class _JsonText(FunctionElement):
+    """`->>`: the value at a path as text (NULL for JSON null), as PostgreSQL's ->> answers."""
+
+    type = sa.String()
+    inherit_cache = True
+
+
+class _JsonLiteral(FunctionElement):
+    """`->` in a filter or an order: the JSON text of the value ('"ann"', '5'), what PostgreSQL's
+    jsonb comparison of `data->name=eq."ann"` matches."""
+
+    type = sa.String()
+    inherit_cache = True
+
+
+@compiles(_JsonDocument)
+def _json_document_mysql(element, compiler, **kw):
+    return f"JSON_EXTRACT({compiler.process(element.clauses, **kw)})"
+
+
+@compiles(_JsonDocument, "sqlite")
+@compiles(_JsonLiteral, "sqlite")
+def _json_arrow_sqlite(element, compiler, **kw):
+    # SQLite's -> answers the JSON text of the value, which its JSON type reads back as JSON.
+    column, path = (compiler.process(clause, **kw) for clause in element.clauses)
+    return f"({column} -> {path})"
+
+
+@compiles(_JsonText)
+def _json_text_mysql(element, compiler, **kw):
+    extract = f"JSON_EXTRACT({compiler.process(element.clauses, **kw)})"
+    return f"(CASE WHEN JSON_TYPE({extract}) = 'NULL' THEN NULL ELSE JSON_UNQUOTE({extract}) END)"
+
+
+@compiles(_JsonText, "sqlite")
+def _json_text_sqlite(element, compiler, **kw):
+    column, path = (compiler.process(clause, **kw) for clause in element.clauses)
+    return f"CAST(({column} ->> {path}) AS TEXT)"
+
+
+@compiles(_JsonLiteral)
+def _json_literal_mysql(element, compiler, **kw):
+    return f"CAST(JSON_EXTRACT({compiler.process(element.clauses, **kw)}) AS CHAR CHARACTER SET utf8mb4)"
+
+
+def _path_parameter(path: tuple) -> ColumnElement:
+    # A bound parameter, never SQL text: a key reaches the database as a value.
+    return sa.bindparam(None, _json_path(path), type_=sa.String())
+
+
+def _json_text(column: ColumnElement, path: tuple) -> ColumnElement:
+    kind = _JsonText if path[-1][0] == "->>" else _JsonLiteral
+    return kind(column, _path_parameter(path))
+
+
+def _json_output(column: ColumnElement, path: tuple) -> ColumnElement:
+    """A JSON path as a select item: JSON for `->`, text for `->>`."""
+    if path[-1][0] == "->>":
+        return _JsonText(column, _path_parameter(path))
+    return _JsonDocument(column, _path_parameter(path))
 
 
 def _resolve_column(table: sa.Table, name: str, where: str) -> sa.Column:
@@ -647,6 +904,64 @@ def _as_text(column: sa.Column, dialect: str) -> ColumnElement:
     return column if python_type(column.type) is str else sa.cast(column, sa.String())
 
 
+def _convert_match(column: sa.Column, value: object, dialect: str) -> str:
+    pattern = check_pattern(_one_value(value, column), f"filter {quoted(column.key)}")
+    return pattern
+
+
+def _convert_imatch(column: sa.Column, value: object, dialect: str) -> str:
+    return "(?i)" + _convert_match(column, value, dialect)
+
+
+def _express_match(column: sa.Column, pattern: object, dialect: str) -> ColumnElement:
+    text = _as_text(column, dialect)
+    if dialect == "mysql":
+        # Binary collation: case-sensitive unless the pattern says (?i), whatever the column's own.
+        text = text.collate("utf8mb4_bin")
+    return text.op("REGEXP", is_comparison=True)(pattern)
+
+
+_NESTED_REPEAT = re.compile(r"[*+}?]\)[*+{]")
+
+
+def check_pattern(pattern: str, where: str = "filter") -> str:
+    """A match/imatch regular expression the databases can all run, bounded: at most MAX_PATTERN
+    characters, no NUL, valid as a Python expression (SQLite runs it in Python), and no repetition
+    of a repeated group such as (a+)+, the classic catastrophic backtracking."""
+    if len(pattern) > MAX_PATTERN:
+        raise FilterError(f"regular expression in {where} is too long (at most {MAX_PATTERN} characters)")
+    if "\x00" in pattern:
+        raise FilterError(f"regular expression in {where} contains a NUL character")
+    if _NESTED_REPEAT.search(pattern):
+        raise FilterError(
+            f"regular expression {quoted(pattern)} in {where} repeats a repeated group",
+            hint="nested repetition such as (a+)+ is refused: it can take exponential time",
+        )
+    try:
+        _compiled_pattern(pattern)
+    except (re.error, OverflowError, RecursionError):
+        raise FilterError(f"invalid regular expression {quoted(pattern)} in {where}") from None
+    return pattern
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled_pattern(pattern: str) -> re.Pattern:
+    return re.compile(pattern)
+
+
+def sqlite_regexp(pattern: object, value: object) -> bool | None:
+    """SQLite's REGEXP (`value REGEXP pattern` calls regexp(pattern, value)), registered on each
+    connection. Patterns come checked by check_pattern; one that is not (a policy's SQL) is held
+    to the same length bound."""
+    if pattern is None or value is None:
+        return None
+    if not isinstance(pattern, str) or len(pattern) > MAX_PATTERN:
+        raise ValueError("regular expression too long")
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    return _compiled_pattern(pattern).search(str(value)) is not None
+
+
 def _comparison(op: str, compare: Callable) -> _Operator:
     # Always a bindparam: SQLAlchemy refuses `column > False` with a bare Python boolean.
     return _Operator(op, _convert_single, lambda column, parameter, dialect: compare(column, parameter))
@@ -661,8 +976,12 @@ _OPERATORS: dict[str, _Operator] = {
     "lte": _comparison("lte", operator.le),
     "like": _Operator("like", _convert_like, _express_like, text=True),
     "ilike": _Operator("ilike", _convert_ilike, _express_ilike, text=True),
+    "match": _Operator("match", _convert_match, _express_match, text=True),
+    "imatch": _Operator("imatch", _convert_imatch, _express_match, text=True),
     "in": _Operator("in", _convert_in, _express_in),
     "is": _Operator("is", _convert_is, _express_is),
+    # IS NOT on SQLite, NOT (a <=> b) on MySQL: NULL is a value like any other.
+    "isdistinct": _comparison("isdistinct", lambda column, value: column.is_distinct_from(value)),
 }
 OPERATORS = frozenset(_OPERATORS)
 
@@ -728,7 +1047,22 @@ def _glob_pattern(pattern: str) -> str:
 # select= and order=
 
 _NAME = re.compile(r"[\w$]+")
-_UNSUPPORTED_SELECT = (("::", "casts"), ("->", "JSON paths"))
+_COMPUTED = re.compile(r'->|::|"|\.(?:count|sum|avg|min|max)\(\)|^(?:[\w$]+:)?count\(\)')
+_AGGREGATE = re.compile(r"\.(count|sum|avg|min|max)\(\)")
+_AGGREGATE_ITEM = re.compile(r"(?:^|[.:])(?:count|sum|avg|min|max)\(\)(?:::\w+)?$")
+_CAST_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# PostgreSQL type names a select item may be cast to: (SQLite, MySQL, the result's type).
+_TEXT = ("TEXT", "CHAR CHARACTER SET utf8mb4", sa.String())
+_INTEGER = ("INTEGER", "SIGNED", sa.BigInteger())
+_NUMERIC = ("NUMERIC", "DECIMAL(65, 10)", sa.Numeric(asdecimal=False))
+_FLOAT = ("REAL", "DOUBLE", sa.Float(asdecimal=False))
+CASTS = {
+    **dict.fromkeys(("text", "varchar", "char", "bpchar"), _TEXT),
+    **dict.fromkeys(("int", "int2", "int4", "int8", "integer", "smallint", "bigint"), _INTEGER),
+    **dict.fromkeys(("numeric", "decimal"), _NUMERIC),
+    **dict.fromkeys(("real", "float", "float4", "float8"), _FLOAT),
+}
+AGGREGATES = ("count", "sum", "avg", "min", "max")
 MAX_SELECT_ITEMS = 500  # SQLite refuses a result of more than 2,000 columns
 MAX_ORDER_ITEMS = 50
 MAX_EMBED_DEPTH = 4
@@ -775,13 +1109,12 @@ def _split_top_level(text: str) -> list[str]:
 def _select_item(part: str, depth: int) -> SelectItem | EmbedItem:
     if not part:
         raise FilterError("empty item in select", hint="remove the extra comma")
-    for marker, feature in _UNSUPPORTED_SELECT:
-        if marker in part:
-            raise FilterError(f"{feature} are not supported in select: {quoted(part)}")
     if part == "*":
         return STAR
-    if "(" in part:
+    if "(" in part and not _AGGREGATE_ITEM.search(part):
         return _embed_item(part, depth + 1)
+    if _COMPUTED.search(part):
+        return _field_item(part)
     alias, colon, name = part.rpartition(":")
     alias, name = alias.strip(), name.strip()
     if not colon:
@@ -791,6 +1124,108 @@ def _select_item(part: str, depth: int) -> SelectItem | EmbedItem:
     if not name:
         raise FilterError(f"missing column name in select: {quoted(part)}")
     return SelectItem(name, alias)
+
+
+def _field_item(part: str) -> SelectItem:
+    """`[alias:]field[::type][.aggregate()][::type]` or `[alias:]count()[::type]`, where field is a
+    column name, perhaps "quoted", and a JSON path. The default alias is PostgREST's: the
+    aggregate's name, else the last key of the path, else the column's name."""
+    where = f"select={quoted(part)}"
+    alias, pos = None, 0
+    try:
+        name, end = _read_name(part, 0, where)
+        if part.startswith(":", end) and not part.startswith("::", end):
+            alias, pos = name, end + 1
+    except FilterError:
+        pass
+    while part.startswith(" ", pos):
+        pos += 1
+    path, cast, aggregate = (), None, None
+    if part.startswith("count()", pos):
+        column, aggregate, pos = "*", "count", pos + len("count()")
+    else:
+        column, pos = _read_name(part, pos, where)
+        path, pos = _read_path(part, pos, where)
+        cast, pos = _read_cast(part, pos, where)
+        found = _AGGREGATE.match(part, pos)
+        if found is not None:
+            aggregate, pos = found.group(1), found.end()
+    aggregate_cast = None
+    if aggregate is not None:
+        aggregate_cast, pos = _read_cast(part, pos, where)
+    if pos != len(part):
+        raise FilterError(f"unexpected {quoted(part[pos:])} in {where}")
+    if alias is None:
+        keys = [key for _, key in path if isinstance(key, str)]
+        alias = aggregate or (keys[-1] if keys else column)
+    return SelectItem(column, alias, path, cast, aggregate, aggregate_cast)
+
+
+def _read_cast(text: str, pos: int, where: str) -> tuple[str | None, int]:
+    if not text.startswith("::", pos):
+        return None, pos
+    found = _CAST_NAME.match(text, pos + 2)
+    if found is None:
+        raise FilterError(f'missing type name after "::" in {where}')
+    name = found.group().lower()
+    if name not in CASTS:
+        raise FilterError(
+            f"unknown cast {quoted(found.group())} in {where}", hint="casts: " + ", ".join(sorted(CASTS))
+        )
+    return name, found.end()
+
+
+class _Cast(FunctionElement):
+    """CAST(expression AS type) for one of CASTS, written for each database."""
+
+    inherit_cache = False  # the type's name is no clause: a cached statement would keep another
+
+    def __init__(self, expression: ColumnElement, name: str):
+        self.cast_name = name
+        self.type = CASTS[name][2]
+        super().__init__(expression)
+
+
+@compiles(_Cast)
+def _cast_mysql(element, compiler, **kw):
+    return f"CAST({compiler.process(element.clauses, **kw)} AS {CASTS[element.cast_name][1]})"
+
+
+@compiles(_Cast, "sqlite")
+def _cast_sqlite(element, compiler, **kw):
+    value = compiler.process(element.clauses, **kw)
+    if CASTS[element.cast_name] is _INTEGER:
+        # PostgreSQL rounds a number cast to an integer (as MySQL does); SQLite would truncate.
+        rounded = f"CAST(ROUND({compiler.process(element.clauses, **kw)}) AS INTEGER)"
+        return f"(CASE WHEN typeof({value}) = 'integer' THEN {value} ELSE {rounded} END)"
+    return f"CAST({value} AS {CASTS[element.cast_name][0]})"
+
+
+_AGGREGATE_TYPES = {"count": sa.BigInteger(), "avg": sa.Float(asdecimal=False)}
+
+
+def _computed(item: SelectItem, table: sa.Table) -> ColumnElement:
+    """The expression of a select item that is not a plain column."""
+    if item.column == "*":
+        expression = sa.func.count()
+    else:
+        expression = _resolve_column(table, item.column, "select")
+        if item.path:
+            expression = _json_output(expression, item.path)
+        if item.cast:
+            expression = _Cast(expression, item.cast)
+        if item.aggregate:
+            function = getattr(sa.func, item.aggregate)
+            kind = _AGGREGATE_TYPES.get(item.aggregate, expression.type)
+            expression = function(expression, type_=kind)
+    if item.aggregate_cast:
+        expression = _Cast(expression, item.aggregate_cast)
+    return expression
+
+
+def output(item: SelectItem, table: sa.Table) -> ColumnElement:
+    """What a resolved select item reads: its column, or the expression computed from it."""
+    return table.c[item.column] if item.sql is None else item.sql
 
 
 def _embed_item(part: str, depth: int) -> EmbedItem:
@@ -835,14 +1270,17 @@ def _check_names(items: Iterable[SelectItem | EmbedItem]) -> None:
         seen.add(item.alias)
 
 
-def parse_select(text: str | None, table: sa.Table) -> list[SelectItem]:
+def parse_select(text: str | None, table: sa.Table, aggregates: bool = False) -> list[SelectItem]:
     """'*', 'a,b', 'alias:col' -> the columns to return, in the order asked (no embedding)."""
-    return resolve_select(parse_select_tree(text), table)
+    return resolve_select(parse_select_tree(text), table, aggregates)
 
 
-def resolve_select(items: Iterable[SelectItem | EmbedItem], table: sa.Table) -> list[SelectItem]:
-    """The tree's columns checked against `table`, "*" expanded; an embed is a 400 here (a write's
-    or a function's result, where embedding does not apply)."""
+def resolve_select(
+    items: Iterable[SelectItem | EmbedItem], table: sa.Table, aggregates: bool = False
+) -> list[SelectItem]:
+    """The tree's columns checked against `table`, "*" expanded, computed items given their
+    expression; an embed is a 400 here (a write's or a function's result, where embedding does not
+    apply), and so is an aggregate unless `aggregates` (a table's own read)."""
     found = []
     for item in items:
         if isinstance(item, EmbedItem):
@@ -851,8 +1289,15 @@ def resolve_select(items: Iterable[SelectItem | EmbedItem], table: sa.Table) -> 
             )
         if item is STAR:
             found.extend(_all_columns(table))
-        else:
+        elif item.plain:
             found.append(SelectItem(_resolve_column(table, item.column, "select").key, item.alias))
+        else:
+            if item.aggregate and not aggregates:
+                raise FilterError(
+                    f"aggregate {item.aggregate}() is not supported here",
+                    hint="aggregates apply to a table's own read, without embedded resources",
+                )
+            found.append(dataclasses.replace(item, sql=_computed(item, table)))
     seen = set()
     for item in found:
         if item.alias in seen:
@@ -894,10 +1339,18 @@ def parse_order(text: str | None, table: sa.Table) -> list[OrderItem]:
 
 
 def _parse_order_item(part: str, table: sa.Table) -> OrderItem:
-    name, *modifiers = (piece.strip() for piece in part.split("."))
+    if _is_plain(part):
+        name, *modifiers = (piece.strip() for piece in part.split("."))
+    else:  # a quoted name or a JSON path: the field first, then its modifiers
+        name, pos = _read_name(part, 0, f"order {quoted(part)}")
+        pos = _read_path(part, pos, f"order {quoted(part)}")[1]
+        name, rest = part[:pos], part[pos:].strip()
+        if rest and not rest.startswith("."):
+            raise FilterError(f"unexpected {quoted(rest)} in order {quoted(part)}")
+        modifiers = [piece.strip() for piece in rest.split(".")[1:]]
     if not name:
         raise FilterError(f"empty item in order {quoted(part)}", hint='write "order=col.desc"')
-    column = _resolve_column(table, name, "order")
+    column = _resolve_field(table, name, "order")
     descending: bool | None = None
     nulls: str | None = None
     for modifier in modifiers:
@@ -910,7 +1363,7 @@ def _parse_order_item(part: str, table: sa.Table) -> OrderItem:
                 f"unknown modifier {quoted(modifier)} in order {quoted(part)}",
                 hint="use asc or desc, then nullsfirst or nullslast, once each",
             )
-    return OrderItem(column.key, bool(descending), nulls)
+    return OrderItem(column.key if _is_plain(name) else name, bool(descending), nulls)
 
 
 def order_clauses(items: Iterable[OrderItem], table: sa.Table, dialect: str) -> list[ColumnElement]:
@@ -918,7 +1371,8 @@ def order_clauses(items: Iterable[OrderItem], table: sa.Table, dialect: str) -> 
     _dialect(dialect)
     clauses = []
     for item in items:
-        column = _resolve_column(table, item.column, "order")
+        column = _resolve_field(table, item.column, "order")
+        column = getattr(column, "element", column)  # a JSON path's expression, not its label
         nulls = item.nulls or ("first" if item.descending else "last")
         if nulls not in ("first", "last"):
             raise FilterError(f"unknown NULL placement {quoted(str(nulls))} in order")
@@ -961,9 +1415,25 @@ class Query:
     def embeds(self) -> bool:
         return any(isinstance(item, EmbedItem) for item in self.tree)
 
+    def aggregates(self) -> bool:
+        return any(isinstance(item, SelectItem) and item.aggregate for item in self.tree)
+
+    def computed(self) -> bool:
+        """Whether a select item is more than a column: a JSON path, a cast or an aggregate."""
+        return any(isinstance(item, SelectItem) and not item.plain for item in self.tree)
+
     def embeds_only(self) -> Query:
         """This query without the table's own filters: what shapes the embeds of a write's rows."""
         return dataclasses.replace(self, filters=[])
+
+
+def _order_field(part: str) -> str:
+    """An order item's field text, without its modifiers (a JSON path's keys hold no dot)."""
+    part = part.strip()
+    if part.startswith('"'):
+        end = part.find('"', 1)
+        return part if end < 0 else part[: end + 1] + part[end + 1 :].split(".")[0]
+    return part.split(".")[0].strip()
 
 
 def parse_query(
@@ -975,7 +1445,7 @@ def parse_query(
     tree = parse_select_tree(select)
     embedded = parse_embedded(pairs)
     names |= {item.column for item in tree if isinstance(item, SelectItem)}
-    names |= {part.split(".")[0].strip() for part in (order or "").split(",")}
+    names |= {field_name(_order_field(part)) for part in (order or "").split(",")}
     embeds = any(isinstance(item, EmbedItem) for item in tree)
     plain = not (embeds or embedded or scoped)
     return Query(nodes, select, order, tree, embedded, frozenset(names - {"", "*"}), scoped, plain)

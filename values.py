@@ -260,10 +260,11 @@ AS_THEY_ARE = frozenset({str, int, type(None)})  # JSON as they are (not bool: i
 def row_shape(table, items):
     """What json_rows needs to know of the select items (a plan keeps it): each one's alias,
     column, and whether its strings, integers and NULLs are JSON as they are (not MySQL's booleans)."""
-    return tuple(
-        (item.alias, table.c[item.column], not is_tinyint_boolean(table.c[item.column].type))
-        for item in items
-    )
+    shape = []
+    for item in items:
+        column = table.c[item.column] if getattr(item, "sql", None) is None else item.sql
+        shape.append((item.alias, column, not is_tinyint_boolean(column.type)))
+    return tuple(shape)
 
 
 def json_rows(shape, rows):

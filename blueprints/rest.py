@@ -98,7 +98,8 @@ def read_rows(name):
 @bp.post("/<name>")
 def insert_rows(name):
     who, write = identity(), parsed(parse_write, array=True)
-    return write_response(name, write, rows.insert(name, who, write), status=201)
+    page = rows.insert(name, who, write)
+    return write_response(name, write, page, status=insert_status(write.prefer, page))
 
 
 @bp.patch("/<name>")
@@ -111,6 +112,11 @@ def update_rows(name):
 def delete_rows(name):
     who, write = identity(), parsed(parse_write, filtered=True, body=False)
     return write_response(name, write, rows.delete(name, who, write), status=changed_status(write.prefer))
+
+
+def insert_status(prefer, page):
+    """201, or 200 for an upsert that merged every row and inserted none (PostgREST's rule)."""
+    return 200 if prefer.resolution == "merge-duplicates" and page.inserted == 0 else 201
 
 
 def changed_status(prefer):
@@ -146,9 +152,14 @@ def parsed(parse, **options):
 def parse_query(pairs, select=None, order=None):
     """The query string as a filters.Query; a 400 when a filter or select does not parse."""
     try:
-        return filters.parse_query(pairs, select, order)
+        query = filters.parse_query(pairs, select, order)
     except filters.FilterError as exc:
         raise rows.client_error(exc) from None
+    if query.aggregates() and not current_app.config["DB_AGGREGATES_ENABLED"]:
+        # PostgREST's db-aggregates-enabled: off by default, since an aggregate over a large table
+        # is an easy way to make the database work hard.
+        raise APIError(400, Rest.AGGREGATES_DISABLED, "Use of aggregate functions is not allowed")
+    return query
 
 
 def preferences():
@@ -288,7 +299,8 @@ def parse_write(array=False, filtered=False, body=True):
         )
     objects = body_objects(array) if body else []
     columns = names_parameter("columns")
-    if columns is None and len({frozenset(row) for row in objects}) > 1:
+    if columns is None and len({frozenset(row) for row in objects}) > 1 and not prefer.missing_default:
+        # With missing=default each row's missing keys take their column's default, so they may differ.
         raise bad_body("All object keys must match", hint="or name the columns with ?columns=")
     return rows.Write(query, prefer, media_type(), objects, columns, names_parameter("on_conflict"))
 

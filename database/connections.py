@@ -1,12 +1,14 @@
 """Bounded waits on the database: connect, read and lock timeouts (DB_TIMEOUT) and a time limit on
 each statement (STATEMENT_TIMEOUT), set on every new connection, so that a database that stops,
 freezes or drops the connection answers a JSON 503 in bounded time; on a Galera cluster node, reads
-that see every write the cluster committed before them (causal reads)."""
+that see every write the cluster committed before them (causal reads). SQLite connections also get
+the REGEXP function the match/imatch filters use."""
 
 import math
 
 from sqlalchemy import event
 
+import filters
 from database import transactions
 from extensions import db
 
@@ -22,6 +24,8 @@ def init_app(app):
             cursor.execute("PRAGMA journal_mode=WAL")
             cursor.execute(f"PRAGMA busy_timeout={int(db_timeout * 1000)}")
             cursor.execute("PRAGMA foreign_keys=ON")
+            # `col REGEXP pattern` (match/imatch filters) calls regexp(pattern, col) in Python.
+            dbapi_connection.create_function("regexp", 2, filters.sqlite_regexp, deterministic=True)
             deadline = record.info["deadline"] = transactions.Deadline(statement_timeout)
             # Called every 1,000 virtual-machine steps: a true answer interrupts the statement.
             dbapi_connection.set_progress_handler(deadline.passed, 1000)

@@ -12,7 +12,7 @@ owner rule embeds the caller's rows only. Each embed level is one query over all
 (`IN` over their keys, KEY_CHUNK at a time), never one per row; `!inner` is an EXISTS in the
 parent's WHERE, so paging and counting see only the parents that remain."""
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import sqlalchemy as sa
 
@@ -54,13 +54,21 @@ class Level:
     offset: int = 0
     hidden: list = field(default_factory=list)  # more columns to fetch: a write's primary key
 
+    def column(self, name):
+        """What the name from `needed` reads: a column, or a computed item's expression."""
+        for item in self.outputs:
+            if isinstance(item, SelectItem) and item.sql is not None and item_key(item) == name:
+                return item.sql
+        return self.table.c[name]
+
     @property
     def children(self):
         return [output for output in self.outputs if isinstance(output, Child)]
 
     def needed(self):
-        """The columns a query on this level fetches: the ones shown, and the keys its embeds join on."""
-        names = [item.column for item in self.outputs if isinstance(item, SelectItem)]
+        """The columns a query on this level fetches: the ones shown, and the keys its embeds join on.
+        A computed item (a JSON path, a cast) goes by a name of its own (`item_key`)."""
+        names = [item_key(item) for item in self.outputs if isinstance(item, SelectItem)]
         for child in self.children:
             names += child.relationship.parent_columns
         return list(dict.fromkeys(names + self.hidden))
@@ -122,7 +130,7 @@ class Child:
         level, relationship = self.level, self.relationship
         holder = level.table if self.junction is None else self.junction
         key_columns = [holder.c[name] for name in relationship.child_columns]
-        columns = [level.table.c[name] for name in level.needed()]
+        columns = [level.column(name) for name in level.needed()]
         if self.count is not None:
             columns = [sa.func.count()]
         labeled = [column.label(f"c{i}") for i, column in enumerate([*columns, *key_columns])]
@@ -149,6 +157,12 @@ class Child:
         if level.limit is not None:
             page = sa.and_(page, numbered.c.n <= level.offset + level.limit)
         return sa.select(*(numbered.c[f"c{i}"] for i in range(width))).where(page).order_by(numbered.c.n)
+
+
+def item_key(item):
+    """A select item's name among a level's fetched columns: its column, or for a computed item a
+    name no column can have."""
+    return item.column if item.sql is None else f"\x00{item.alias}"
 
 
 def _present(clause):
@@ -197,17 +211,11 @@ class Planner:
 
     def _child(self, parent_name, parent, item, path, chain):
         self.used.add(path)
+        item, column = _by_column(parent, item)
         policy = policies.policies().get(item.table)
         asked = [i.column for i in item.items if isinstance(i, SelectItem) and i is not filters.STAR]
         target = reflection.reflected_or_none(item.table, asked) if policy is not None else None
-        relationship = _relationship(parent_name, parent, item, target)
-        if item.spread and relationship.many:
-            raise APIError(
-                400,
-                Rest.BAD_QUERY,
-                f"'{item.table}' cannot be spread: it is not a to-one relationship of '{parent_name}'",
-                hint="spread (...) applies to many-to-one and one-to-one embeds",
-            )
+        relationship = _relationship(parent_name, parent, item, target, column)
         grant = policies.authorize(policy, "select", self.who)
         self.count += 1
         taken = set(chain) | ({relationship.junction} if relationship.junction else set())
@@ -265,10 +273,30 @@ def _detail(parent_name, table, relationship):
     }
 
 
-def _relationship(parent_name, parent, item, target):
+def _by_column(parent, item):
+    """`author_id(*)`: an embed named by a foreign key column of the parent (that is no listed
+    table's name) is an embed of the table the key points to, through that key. The item for that
+    table, and the column (None for an embed named by its table)."""
+    if item.table in policies.policies() or item.table not in parent.c:
+        return item, None
+    for reference in reflection.references(parent):
+        if reference.columns == (item.table,):
+            return replace(item, table=reference.target, hint=item.hint or item.table), item.table
+    return item, None
+
+
+def _relationship(parent_name, parent, item, target, column=None):
     """The one relationship `item` names between the parent table and item.table: a 400 when there
-    is none (or the table does not exist for the API), a 300 when several fit and no hint picks one."""
+    is none (or the table does not exist for the API), a 300 when several fit and no hint picks one.
+    A table that references itself has one key and two directions; PostgREST's convention picks
+    one: named by the key's column (`parent_id(*)`), the row it points to; named by the table,
+    with or without a hint (`children:items!parent_id(*)`), the rows that point to this one."""
     found = [] if target is None else candidates(parent_name, parent, item.table, target)
+    if parent_name == item.table:
+        if column is not None:
+            found = [r for r in found if r.kind == "many-to-one" and r.parent_columns == (column,)]
+        else:
+            found = [r for r in found if r.kind != "many-to-one"]
     if item.hint is not None:
         found = [r for r in found if item.hint in r.names]
     if not found:
@@ -395,7 +423,7 @@ def read(level, offset, limit):
 
 def _fetch_top(level, offset, limit):
     needed = level.needed()
-    columns = [level.table.c[name] for name in needed]
+    columns = [level.column(name) for name in needed]
     statement = sa.select(*(c.label(f"c{i}") for i, c in enumerate(columns)))
     if level.where is not None:
         statement = statement.where(level.where)
@@ -426,7 +454,7 @@ def shape(level, found):
                 grouped.setdefault(key, []).append(one)
         embedded[id(child)] = (columns, grouped)
     steps = [
-        (output.alias, level.table.c[output.column], index[output.column])
+        (output.alias, level.column(item_key(output)), index[item_key(output)])
         if isinstance(output, SelectItem)
         else (output, *embedded[id(output)])
         for output in level.outputs
@@ -445,7 +473,12 @@ def _object(steps, row):
         matches = found.get(tuple(row[i] for i in where)) or output.empty()
         if not output.shown:
             continue
-        if output.spread:
+        if output.spread and output.relationship.many:
+            # PostgREST's spread of a to-many embed: each column becomes an array, in the rows'
+            # order, the arrays correlated (their n-th values come from one row).
+            for name in output.level.names():
+                result[name] = [one[name] for one in matches]
+        elif output.spread:
             one = matches[0] if matches else None
             for name in output.level.names():
                 result[name] = None if one is None else one[name]

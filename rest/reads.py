@@ -49,7 +49,7 @@ def execute(statement, parameters=None):
 
 def select_rows(table, items, where, order=(), offset=0, limit=None, lock=False):
     """Rows as dicts keyed by alias, in JSON values."""
-    columns = [table.c[item.column] for item in items]
+    columns = [filters.output(item, table) for item in items]
     return json_rows(row_shape(table, items), plain_rows(table, columns, where, order, offset, limit, lock))
 
 
@@ -85,7 +85,7 @@ def key_condition(columns, keys):
 def fetch(table, items, keys, grant=None):
     """The rows with primary keys `keys`, in that order (rows the reader may not see are left out)."""
     key_columns = primary_key(table)
-    columns = [*(table.c[item.column] for item in items), *key_columns]
+    columns = [*(filters.output(item, table) for item in items), *key_columns]
     found = {}
     for chunk in chunks(key_columns, keys):
         where = sa.and_(chunk, *also(grant and grant.condition(table)))

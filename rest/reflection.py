@@ -298,22 +298,41 @@ def read_plan(table, query, grant, offset, limit):
 
 
 def _plan(table, query, grant, offset, limit, where):
-    items = filters.parse_select(query.select, table)
+    items = filters.parse_select(query.select, table, aggregates=True)
     allowed = grant.condition(table, named=True)
     if allowed is not None:
         where = allowed if where is None else sa.and_(where, allowed)
-    columns = [table.c[item.column].label(f"c{index}") for index, item in enumerate(items)]
-    rows = sa.select(*columns)
+    columns = [filters.output(item, table).label(f"c{index}") for index, item in enumerate(items)]
+    rows = sa.select(*columns).select_from(table)
     count = sa.select(sa.func.count()).select_from(table)
     if where is not None:
         rows, count = rows.where(where), count.where(where)
-    rows = rows.order_by(*ordering(query.order, table))
+    if query.aggregates():
+        rows, count = _grouped(rows, items, columns, query.order, table)
+    else:
+        rows = rows.order_by(*ordering(query.order, table))
     if offset:
         rows = rows.offset(sa.bindparam("offset", type_=sa.Integer, required=True))
     if limit is not None:
         rows = rows.limit(sa.bindparam("limit", type_=sa.Integer, required=True))
     compiled = [transactions.prepare(statement, db.engine, named=False) for statement in (rows, count)]
     return Plan(rows, count, items, row_shape(table, items), tuple(compiled) if all(compiled) else None)
+
+
+def _grouped(rows, items, columns, order, table):
+    """An aggregate read, as PostgREST makes it: grouped by the select items that are not
+    aggregates (by their labels, so a JSON path's parameter is not compared with itself), in the
+    order asked or else the groups' own, counted as groups. The table's own ORDER BY on its key
+    would not be one of the groups'."""
+    groups = [
+        sa.literal_column(column.name)
+        for item, column in zip(items, columns, strict=True)
+        if not item.aggregate
+    ]
+    rows = rows.group_by(*groups)
+    count = sa.select(sa.func.count()).select_from(rows.subquery("groups"))
+    asked = filters.order_clauses(filters.parse_order(order, table), table, dialect()) if order else groups
+    return rows.order_by(*asked), count
 
 
 def run_plan(plan, values, rows=True, count=False):

@@ -80,12 +80,13 @@ class Unparsed:
 class Page:
     """Rows to answer with, their aliases (a CSV header when there are no rows), the total when
     counted (a read) or the number of rows written (a write), and the primary keys ({column: value})
-    of the rows inserted."""
+    of the rows inserted, and for a POST how many rows were inserted rather than merged."""
 
     rows: list
     names: list
     total: int | None = None
     keys: list = field(default_factory=list)
+    inserted: int | None = None  # of a POST: the rows inserted, not merged into existing ones
 
 
 # --- who may do what
@@ -218,18 +219,23 @@ def _create(table, access, write):
     if write.prefer.resolution is not None:
         upsert = writes.Upsert(target, write.prefer.resolution == "merge-duplicates", access.merge)
     checked = _has_check(access.action, access.merge)
-    keys, stored = writes.insert(table, rows, upsert, want_keys=write.prefer.returns != "minimal" or checked)
+    wanted = write.prefer.returns != "minimal" or checked
+    keys, stored, inserted = writes.insert(table, rows, upsert, want_keys=wanted)
     if checked:
         _check_written(table, keys, access.action, access.merge)
     if write.prefer.returns != "representation":
         names = [c.key for c in reflection.primary_key(table)]
-        return Page([], [], stored, keys=[dict(zip(names, key, strict=True)) for key in keys])
+        return Page(
+            [], [], stored, keys=[dict(zip(names, key, strict=True)) for key in keys], inserted=inserted
+        )
     if reader is not None:
         read, names = reader
-        return Page(single(write.media, read(keys)), names, stored)
+        return Page(single(write.media, read(keys)), names, stored, inserted=inserted)
     if not reflection.primary_key(table):
-        return _page(write.media, items, reads.fetch_inserted(table, items, rows, access.read), stored)
-    return _page(write.media, items, reads.fetch(table, items, keys, access.read), stored)
+        found = reads.fetch_inserted(table, items, rows, access.read)
+    else:
+        found = reads.fetch(table, items, keys, access.read)
+    return Page(single(write.media, found), [item.alias for item in items], stored, inserted=inserted)
 
 
 def _insert_values(table, write, access):

@@ -109,7 +109,7 @@ def _shaped(function, values, read):
     filters or order the statement runs as written, so its own ORDER BY holds on every database
     (MySQL does not keep the order of a subquery); paging then applies to its rows."""
     statement = sa.text(function.sql).bindparams(**values)
-    if not read.query.filters and not read.query.order:
+    if not read.query.filters and not read.query.order and not read.query.computed():
         return _paged(function, statement, read)
     anything = statement.columns().subquery("rpc")
     probe = db.session.connection().execute(sa.select(sa.text("*")).select_from(anything).limit(1))

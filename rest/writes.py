@@ -25,23 +25,25 @@ SKIPPED = object()  # an upsert's row left alone (ignore-duplicates)
 
 def insert(table, rows, upsert=None, want_keys=False):
     """Insert the rows (converted values) in one transaction. Returns the primary keys of the rows
-    stored (inserted or merged) in order, when `want_keys`, and how many rows were stored."""
+    stored (inserted or merged) in order, when `want_keys`, how many rows were stored, and how
+    many of them were inserted rather than merged into an existing row."""
     same_keys = len({frozenset(row) for row in rows}) == 1
     if not want_keys and upsert is None and same_keys and len(rows) > 1 and rows[0]:
         db.session.execute(sa.insert(table), rows)
-        return [], len(rows)
+        return [], len(rows), len(rows)
     keys = []
-    stored = 0
+    stored = inserted = 0
     if upsert is not None:
         lock_for_writing(table)
     for row in rows:
-        key = _upsert_row(table, row, upsert) if upsert is not None else _insert_row(table, row)
+        key, new = _upsert_row(table, row, upsert) if upsert is not None else (_insert_row(table, row), True)
         if key is SKIPPED:
             continue
         stored += 1
+        inserted += new
         if key is not None:
             keys.append(key)
-    return keys, stored
+    return keys, stored, inserted
 
 
 def _insert_row(table, row):
@@ -58,19 +60,20 @@ def lock_for_writing(table):
 
 
 def _upsert_row(table, row, upsert):
+    """(the row's primary key, or SKIPPED, and whether it was inserted)."""
     if any(row.get(column) is None for column in upsert.columns):
-        return _insert_row(table, row)
+        return _insert_row(table, row), True
     match = sa.and_(*(table.c[column] == row[column] for column in upsert.columns))
     existing = _conflicting(table, match, upsert.guard)
     if existing is None:
         try:
-            return _insert_savepoint(table, row)
+            return _insert_savepoint(table, row), True
         except sa.exc.IntegrityError:
             existing = _conflicting(table, match, upsert.guard)  # a concurrent insert came first
             if existing is None:
                 raise
     if not upsert.merge:
-        return SKIPPED
+        return SKIPPED, False
     if not existing.allowed:
         if upsert.guard.using is not None:  # a row the caller may not touch, perhaps not even see
             raise policies.violation(table.name)
@@ -79,7 +82,8 @@ def _upsert_row(table, row, upsert):
     if changes:
         db.session.execute(sa.update(table).where(match).values(changes))
     key = tuple(existing)[:-1]
-    return tuple(changes.get(c.key, old) for c, old in zip(primary_key(table), key, strict=True)) or None
+    moved = tuple(changes.get(c.key, old) for c, old in zip(primary_key(table), key, strict=True))
+    return moved or None, False
 
 
 def _conflicting(table, match, guard):
@@ -113,6 +117,8 @@ def update(table, values, where, items=None, read=None):
         return [], db.session.execute(filtered(statement, where)).rowcount
     columns = primary_key(table)
     if not columns:
+        if not all(item.plain for item in items or ()):
+            raise filters.FilterError("JSON paths and casts in select need a table with a primary key here")
         lock_for_writing(table)
         before = select_rows(table, filters.parse_select(None, table), where, lock=True)
         db.session.execute(filtered(statement, where))
@@ -143,7 +149,7 @@ def delete(table, where, items=None, read=None):
         before = select_rows(table, items, where, lock=True)
         db.session.execute(filtered(sa.delete(table), where))
         return before, len(before)
-    columns = [*(table.c[item.column] for item in items), *key_columns]
+    columns = [*(filters.output(item, table) for item in items), *key_columns]
     before = plain_rows(table, columns, where, order=key_columns, lock=True)
     _delete_keys(table, where, [row[len(items) :] for row in before])
     return json_rows(row_shape(table, items), before), len(before)

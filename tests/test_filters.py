@@ -170,7 +170,8 @@ MALFORMED_CASES = [
     ([("name.eqq", "1")], 'unknown operator "eqq" in filter "name.eqq"'),
     ([("name.eqq", "")], 'unknown operator "eqq" in filter "name.eqq"'),
     ([("name", "fts.word")], 'operator "fts" is not supported'),
-    ([("name", "like(any).{a*}")], 'unknown operator "like(any)"'),
+    ([("name", "like(some).{a*}")], 'unknown operator "like(some)"'),
+    ([("name", "is(any).{null}")], 'unknown operator "is(any)"'),
     ([("name", "")], 'missing operator in filter "name"'),
     ([("name", "not.")], 'missing operator in filter "name"'),
     ([("name", ".x")], 'missing operator in filter "name"'),
@@ -299,7 +300,9 @@ def test_unknown_column_suggests_the_nearest():
 def test_unknown_operator_hint_lists_the_operators():
     with pytest.raises(FilterError) as error:
         parse_filters([("name", "eqq.1")])
-    assert error.value.hint == "operators: eq, neq, gt, gte, lt, lte, like, ilike, in, is"
+    assert error.value.hint == (
+        "operators: eq, neq, gt, gte, lt, lte, like, ilike, match, imatch, in, is, isdistinct"
+    )
 
 
 @pytest.mark.parametrize(
@@ -332,7 +335,10 @@ def test_unsupported_dialect_is_a_programming_error():
 
 def test_public_constants():
     assert RESERVED == {"select", "order", "limit", "offset", "on_conflict", "columns", "or", "and", "apikey"}
-    assert OPERATORS == {"eq", "neq", "gt", "gte", "lt", "lte", "like", "ilike", "in", "is"}
+    assert OPERATORS == {
+        *("eq", "neq", "gt", "gte", "lt", "lte", "like", "ilike", "in", "is"),
+        *("match", "imatch", "isdistinct"),
+    }
     assert FilterError("m").hint is None
     assert str(FilterError("m", "h")) == "m"
 
@@ -677,10 +683,11 @@ def test_parse_select(text, expected):
         ("id,,name", "empty item in select"),
         ("id,", "empty item in select"),
         (",", "empty item in select"),
-        ("name::text", 'casts are not supported in select: "name::text"'),
-        ("n:name::text", "casts are not supported"),
-        ("note->a", 'JSON paths are not supported in select: "note->a"'),
-        ("note->>a", "JSON paths are not supported"),
+        ("name::json", 'unknown cast "json" in select="name::json"'),
+        ("n:name::", 'missing type name after "::"'),
+        ("note->a->>", 'missing key after "->>" in select="note->a->>"'),
+        ("nme->>a", 'unknown column "nme" in select'),
+        ("name.sum()", "aggregate sum() is not supported here"),
         ("owner(*)", 'embedding "owner" is not supported here'),
         ("id,users!inner(name)", 'embedding "users" is not supported here'),
         ("id,(name)", 'missing table name before "(" in select: "(name)"'),
@@ -696,7 +703,7 @@ def test_parse_select(text, expected):
         (":name", 'invalid alias "" in select item ":name"'),
         ("my label:name", 'invalid alias "my label"'),
         ("a:b:name", 'invalid alias "a:b"'),
-        ('"name"', 'unknown column ""name"" in select'),
+        ('"nme"', 'unknown column "nme" in select'),
     ],
 )
 def test_parse_select_refuses(text, message):

@@ -284,7 +284,6 @@ def test_errors_in_an_embed_name_the_part(blog):
         "posts?select=id,users(password)": "password",
         "posts?select=id,users(nope)": "nope",
         "posts?select=id,users(username": "unbalanced",
-        "posts?select=id,...comments(body)": "spread",
         "posts?select=id&comments.body=eq.x": "comments",
         "posts?select=id,comments(id)&comments.limit=x": "comments.limit",
         "posts?select=id,comments(id)&comments.title=eq.x": "title",

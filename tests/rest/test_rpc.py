@@ -197,3 +197,16 @@ def test_an_unknown_argument_on_get_is_a_400_naming_it(rest):
     assert '"colour"' in body["message"]
     filtered = rest.anon.get("/rest/v1/rpc/cheaper_than?max_price=4&name=like.*pp*&select=id")
     assert filtered.json == [{"id": 1}, {"id": 2}]  # a filter on the rows is no unknown argument
+
+
+def test_a_rows_result_takes_casts_and_new_operators_but_no_aggregates(make_rest, tables_toml, tmp_path):
+    config = tmp_path / "with-functions.toml"
+    config.write_text(tables_toml + FUNCTIONS)
+    rest = make_rest(TABLES_CONFIG=str(config), DB_AGGREGATES_ENABLED=True)
+    response = rest.anon.get("/rest/v1/rpc/cheaper_than?max_price=100&select=id::text,name&name=match.^[AD]")
+    assert response.status_code == 200, response.json
+    assert response.json == [{"id": "1", "name": "Apple"}, {"id": "5", "name": "Date"}]
+    unordered = rest.anon.get("/rest/v1/rpc/cheaper_than?max_price=3&select=n:name,price::int")
+    assert unordered.json == [{"n": "Apple", "price": 2}, {"n": "Date", "price": 2}]
+    body = assert_rest_error(rest.anon.get("/rest/v1/rpc/cheaper_than?max_price=100&select=price.sum()"), 400)
+    assert "aggregate sum() is not supported here" in body["message"]

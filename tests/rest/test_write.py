@@ -154,6 +154,49 @@ def test_upsert_merge_duplicates_on_the_primary_key(rest):
     ]
 
 
+def test_an_upsert_that_only_merges_answers_200_as_postgrest(rest):
+    """PostgREST: 201 when the upsert inserted a row, 200 when it merged every row into one that
+    existed, the merged rows in the body either way."""
+    headers = {"Prefer": "return=representation,resolution=merge-duplicates,count=exact"}
+    merged = rest.anon.post(
+        "/rest/v1/items", json=[{"id": 1, "name": "A"}, {"id": 2, "name": "B"}], headers=headers
+    )
+    assert merged.status_code == 200, merged.json
+    assert [(r["id"], r["name"], r["qty"]) for r in merged.json] == [(1, "A", 10), (2, "B", 0)]
+    assert merged.headers["Content-Range"] == "*/2"
+    assert (
+        merged.headers["Preference-Applied"]
+        == "return=representation, count=exact, resolution=merge-duplicates"
+    )
+    quiet = rest.anon.post(
+        "/rest/v1/items", json={"id": 1, "name": "C"}, headers={"Prefer": "resolution=merge-duplicates"}
+    )
+    assert quiet.status_code == 200 and quiet.get_data() == b""
+    inserted = rest.anon.post("/rest/v1/items", json={"id": 30, "name": "D"}, headers=headers)
+    assert inserted.status_code == 201 and inserted.json[0]["id"] == 30
+    ignored = rest.anon.post(
+        "/rest/v1/items",
+        json={"id": 1, "name": "E"},
+        headers={"Prefer": "return=representation,resolution=ignore-duplicates"},
+    )
+    assert ignored.status_code == 201 and ignored.json == []
+    assert [r["name"] for r in rest.rows("items")][:2] == ["C", "B"]
+
+
+def test_missing_default_lets_bulk_rows_leave_out_keys(rest):
+    """Prefer: missing=default without ?columns=: each row's missing keys take the column default
+    (label's is "child"), not NULL; without the preference, differing keys stay a 400."""
+    rows = [{"item_id": 1, "label": "x"}, {"item_id": 2}]
+    response = rest.anon.post(
+        "/rest/v1/children", json=rows, headers={"Prefer": "return=representation,missing=default"}
+    )
+    assert response.status_code == 201, response.json
+    assert [(r["item_id"], r["label"]) for r in response.json] == [(1, "x"), (2, "child")]
+    assert "missing=default" in response.headers["Preference-Applied"]
+    assert_rest_error(rest.anon.post("/rest/v1/children", json=rows), 400)
+    assert len(rest.rows("children")) == 2
+
+
 def test_upsert_ignore_duplicates_keeps_the_existing_row(rest):
     response = rest.anon.post(
         "/rest/v1/items",
@@ -169,7 +212,7 @@ def test_upsert_on_conflict_with_a_unique_column(rest):
     response = rest.anon.post(
         "/rest/v1/items?on_conflict=code", json={"code": "A2", "name": "Pie", "qty": 7}, headers=prefer
     )
-    assert response.status_code == 201 and response.json[0]["id"] == 2 and response.json[0]["qty"] == 7
+    assert response.status_code == 200 and response.json[0]["id"] == 2 and response.json[0]["qty"] == 7
     ignored = rest.anon.post(
         "/rest/v1/items?on_conflict=code",
         json={"code": "A2", "name": "Other"},
