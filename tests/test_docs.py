@@ -87,3 +87,49 @@ def test_the_docs_pages_the_code_names_exist():
         f"{source} names docs/{name}" for source, name in sorted(named) if not (ROOT / "docs" / name).exists()
     ]
     assert not missing, missing
+
+
+# --- the reference pages list everything the code has
+
+
+def test_the_configuration_page_lists_every_variable():
+    import config
+
+    page = (ROOT / "docs" / "configuration.md").read_text()
+    names = "|".join(name.upper() for name in config.PROVIDERS)
+    provider = re.compile(rf"EXTERNAL_(?:{names})_(\w+)")
+    missing = []
+    for name in config.VARIABLES:
+        found = provider.fullmatch(name)
+        # The providers' variables are listed once, as EXTERNAL_P_<PART>.
+        listed = f"`EXTERNAL_P_{found[1]}`" if found else f"`{name}`"
+        if listed not in page:
+            missing.append(name)
+    assert not missing, f"docs/configuration.md does not list {missing}"
+    assert all(f"`{name.upper()}`" in page for name in config.PROVIDERS)
+
+
+def test_the_errors_page_lists_every_code():
+    import errors
+
+    page = (ROOT / "docs" / "errors.md").read_text()
+    classes = [errors.Auth, errors.Rest, errors.Storage]
+    codes = [value for kind in classes for name, value in vars(kind).items() if name.isupper()]
+    assert len(codes) > 80
+    missing = [code for code in codes if f"`{code}`" not in page]
+    assert not missing, f"docs/errors.md does not list {missing}"
+
+
+def test_the_email_page_lists_every_template_and_its_variables():
+    from auth import emails
+
+    page = (ROOT / "docs" / "email.md").read_text()
+    templates = set(emails.TEMPLATES.values())
+    shipped = {path.stem for path in (ROOT / "templates" / "email").iterdir()}
+    assert templates == shipped
+    assert all(f"`{name}`" in page for name in templates)
+    used = set()
+    for path in (ROOT / "templates" / "email").iterdir():
+        used |= set(re.findall(r"{{\s*(\w+)", path.read_text()))
+    for name in used | {"confirmation_url", "token", "token_hash", "redirect_to"}:
+        assert f"`{name}`" in page, name
