@@ -80,6 +80,7 @@ def create_app(test_config=None):
 
     connections.init_app(app)
     mail.warn_if_not_configured(app)
+    mail.check_templates(app)
     with app.app_context():
         needed = (
             app.config["AUTO_MIGRATE"]

@@ -53,13 +53,15 @@ def _choice(name, raw, choices):
     return value
 
 
-def _integer(name, raw, minimum=0):
+def _integer(name, raw, minimum=0, maximum=None):
     try:
         value = int(raw)
     except ValueError:
         raise ConfigError(f"{name} must be an integer, not {raw!r}") from None
     if value < minimum:
         raise ConfigError(f"{name} must be at least {minimum}, not {value}")
+    if maximum is not None and value > maximum:
+        raise ConfigError(f"{name} must be at most {maximum}, not {value}")
     return value
 
 
@@ -102,7 +104,7 @@ VARIABLES = {
     "JWT_EXPIRY": ("3600", lambda n, v: _integer(n, v, 60)),
     "REFRESH_TOKEN_EXPIRY": ("2592000", lambda n, v: _integer(n, v, 60)),
     "REFRESH_TOKEN_REUSE_INTERVAL": ("10", _integer),
-    "BCRYPT_ROUNDS": ("10", lambda n, v: _integer(n, v, 4)),
+    "BCRYPT_ROUNDS": ("10", lambda n, v: _integer(n, v, 4, 31)),  # bcrypt's own bounds
     "USERS_TABLE": ("users", _text),
     "UUID_USER_IDS": ("false", _boolean),
     "TABLES_CONFIG": (None, _text),
@@ -231,6 +233,13 @@ def flask_settings(settings):
     storage_root = Path(settings["STORAGE_ROOT"])
     if settings["STORAGE_BACKEND"] == "s3" and not settings["S3_BUCKET"]:
         raise ConfigError("STORAGE_BACKEND=s3 needs S3_BUCKET (and S3_ENDPOINT unless it is AWS)")
+    for provider in PROVIDERS:
+        prefix = f"EXTERNAL_{provider.upper()}"
+        if settings.get(f"{prefix}_ENABLED") and not (settings.get(f"{prefix}_CLIENT_ID") or "").strip(" ,"):
+            raise ConfigError(f"{prefix}_ENABLED is true: {prefix}_CLIENT_ID must be set too")
+    templates = settings["EMAIL_TEMPLATES"]
+    if templates and not Path(templates).is_dir():
+        raise ConfigError(f"EMAIL_TEMPLATES must be a folder of templates: {templates} is not one")
     external = settings["API_EXTERNAL_URL"] or f"http://{settings['HOST']}:{settings['PORT']}"
     return {
         **settings,

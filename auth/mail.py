@@ -8,10 +8,17 @@ import ssl
 from email.message import EmailMessage
 from email.utils import make_msgid
 
-from jinja2 import ChoiceLoader, Environment, FileSystemLoader, StrictUndefined, select_autoescape
+from jinja2 import (
+    ChoiceLoader,
+    Environment,
+    FileSystemLoader,
+    StrictUndefined,
+    TemplateError,
+    select_autoescape,
+)
 
 import config
-from config import setting
+from config import ConfigError, setting
 from errors import APIError, Auth
 from extensions import state
 
@@ -20,20 +27,52 @@ log = logging.getLogger("minibase")
 TIMEOUT = 10  # seconds, for connecting and for each SMTP command
 BUILT_IN = config.ROOT / "templates" / "email"
 SMTP_SETTINGS = ("SMTP_HOST", "SMTP_PORT", "SMTP_USER", "SMTP_PASS", "SMTP_SECURITY")
+PARTS = ("subject", "txt", "html")
+# What compose gives a template, with made-up values: checked at start.
+EXAMPLE = {
+    "link": "https://example.com/auth/v1/verify?token=t",
+    "code": "123456",
+    "confirmation_url": "https://example.com/auth/v1/verify?token=t",
+    "token": "123456",
+    "token_hash": "t",
+    "redirect_to": "https://example.com/",
+    "email": "someone@example.com",
+    "site_url": "https://example.com",
+}
+
+
+def _environment(own):
+    """The Jinja environment: the folder `own` first (a file there replaces the built-in one)."""
+    folders = [own, str(BUILT_IN)] if own else [str(BUILT_IN)]
+    return Environment(
+        loader=ChoiceLoader([FileSystemLoader(folder) for folder in folders]),
+        autoescape=select_autoescape(enabled_extensions=("html",), default_for_string=False),
+        undefined=StrictUndefined,
+    )
 
 
 def templates():
-    """The Jinja environment: EMAIL_TEMPLATES first (a file there replaces the built-in one)."""
+    """The Jinja environment of this app's EMAIL_TEMPLATES, made once."""
     cache = state()
     if cache.mail_templates is None:
-        own = setting("EMAIL_TEMPLATES")
-        folders = [own, str(BUILT_IN)] if own else [str(BUILT_IN)]
-        cache.mail_templates = Environment(
-            loader=ChoiceLoader([FileSystemLoader(folder) for folder in folders]),
-            autoescape=select_autoescape(enabled_extensions=("html",), default_for_string=False),
-            undefined=StrictUndefined,
-        )
+        cache.mail_templates = _environment(setting("EMAIL_TEMPLATES"))
     return cache.mail_templates
+
+
+def check_templates(app):
+    """Render each of EMAIL_TEMPLATES' templates once, at start: one that does not parse, or that uses
+    a variable no mail gives, stops the start naming its file, rather than failing the request that
+    would send it."""
+    own = app.config["EMAIL_TEMPLATES"]
+    if not own:
+        return
+    env = _environment(own)
+    for kind in sorted({path.stem for path in BUILT_IN.iterdir()}):
+        for part in PARTS:
+            try:
+                env.get_template(f"{kind}.{part}").render(EXAMPLE)
+            except TemplateError as exc:
+                raise ConfigError(f"EMAIL_TEMPLATES: {kind}.{part}: {exc.message}") from None
 
 
 def compose(kind, to, **context):

@@ -115,8 +115,8 @@ def identity():
     """The caller: a signed-in user when a valid access token is presented, else the API key's role.
     A dead token is a 401 in the API's own terms: GoTrue's code, or PostgREST's PGRST301."""
     if "identity" not in g:
-        token = bearer_token()
         try:
+            token = bearer_token()
             g.identity = Identity(g.api_key_role) if token is None else identify(token)
         except APIError as error:
             if request.path.startswith("/rest/"):

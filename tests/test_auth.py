@@ -5,7 +5,7 @@ from sqlalchemy import select
 
 from extensions import db
 from models import users_table
-from support import assert_auth_error
+from support import assert_auth_error, assert_rest_error, assert_storage_error
 
 VERSIONED = {"X-Supabase-Api-Version": "2024-01-01"}
 
@@ -303,6 +303,13 @@ def test_no_authorization(api, header):
             api.request(method, "/auth/v1/user", headers=headers, json={}), 401, "no_authorization"
         )
     assert_auth_error(api.post("/auth/v1/logout", headers=headers), 401, "no_authorization")
+
+
+@pytest.mark.parametrize("header", ["Basic abc", "bearer", "Token abc", "Bearer a b"])
+def test_a_malformed_authorization_header_is_each_apis_bad_token(api, header):
+    headers = {"Authorization": header}
+    assert_rest_error(api.get("/rest/v1/", headers=headers), 401)  # PostgREST's body, not GoTrue's
+    assert_storage_error(api.get("/storage/v1/bucket", headers=headers), 401, "InvalidJWT")
 
 
 def test_session_logged_out(api):

@@ -36,11 +36,45 @@ def test_defaults_are_spec_section_1():
 
 @pytest.mark.parametrize(
     ("variable", "value"),
-    [("JWT_EXPIRY", "soon"), ("PORT", "-1"), ("DISABLE_SIGNUP", "maybe"), ("BCRYPT_ROUNDS", "2")],
+    [
+        ("JWT_EXPIRY", "soon"),
+        ("PORT", "-1"),
+        ("DISABLE_SIGNUP", "maybe"),
+        ("BCRYPT_ROUNDS", "2"),
+        ("BCRYPT_ROUNDS", "32"),  # bcrypt refuses it: every sign-up would fail
+    ],
 )
 def test_bad_settings_refuse_to_start_naming_the_variable(variable, value):
     with pytest.raises(config.ConfigError, match=variable):
         config.from_environment({variable: value})
+
+
+@pytest.mark.parametrize(
+    ("settings", "said"),
+    [
+        ({"EXTERNAL_GITHUB_ENABLED": True}, "EXTERNAL_GITHUB_CLIENT_ID must be set"),
+        ({"EXTERNAL_GOOGLE_ENABLED": True, "EXTERNAL_GOOGLE_CLIENT_ID": " , "}, "EXTERNAL_GOOGLE_CLIENT_ID"),
+        ({"EMAIL_TEMPLATES": "/nonexistent/templates"}, "EMAIL_TEMPLATES must be a folder"),
+    ],
+)
+def test_settings_that_cannot_work_together_refuse_to_start(database_url, settings, said):
+    with pytest.raises(config.ConfigError, match=said):
+        create_app({"DATABASE_URL": database_url, "JWT_SECRET": "x" * 40, **settings})
+
+
+@pytest.mark.parametrize(
+    ("template", "said"),
+    [("Hello {{ nobody }}", "recovery.txt: 'nobody' is undefined"), ("{% if %}", "recovery.txt: ")],
+)
+def test_a_mail_template_that_cannot_render_stops_the_start(database_url, tmp_path, template, said):
+    (tmp_path / "recovery.txt").write_text(template)
+    with pytest.raises(config.ConfigError, match=said):
+        create_app({"DATABASE_URL": database_url, "JWT_SECRET": "x" * 40, "EMAIL_TEMPLATES": str(tmp_path)})
+
+
+def test_a_mail_template_of_ones_own_is_taken(database_url, tmp_path):
+    (tmp_path / "recovery.subject").write_text("Reset for {{ email }} at {{ site_url }}")
+    create_app({"DATABASE_URL": database_url, "JWT_SECRET": "x" * 40, "EMAIL_TEMPLATES": str(tmp_path)})
 
 
 def test_relative_sqlite_paths_are_anchored_at_the_project():
