@@ -44,6 +44,7 @@ class Minibase:
     prepared_at: float = 0.0  # when preparing the database was last tried (app.wait_for_database)
     preparing: threading.Lock = field(default_factory=threading.Lock)
     mail_templates: object = None  # the e-mails' Jinja environment (auth.mail.templates)
+    reads: object = None  # MySQL: the prepared reads' engine (database.connections); None: db.engine
 
 
 def state():
