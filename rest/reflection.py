@@ -345,7 +345,7 @@ def _nulls_apart(order, table, not_null):
     """Whether a page is read in two parts (`_page_in_two_parts`): on MySQL, when the first order
     column is the only one whose NULLs must move."""
     moved = [filters.moves_nulls(item, table.c[item.column], not_null) for item in order]
-    return dialect() == "mysql" and moved[0] and not any(moved[1:])
+    return dialect() == "mysql" and moved[:1] == [True] and not any(moved[1:])
 
 
 def _page_in_two_parts(columns, where, order, table, not_null):

@@ -175,6 +175,13 @@ def test_pages_of_an_order_place_nulls_as_postgresql(rest):
                 assert rest.ids(rest.anon.get(query)) == page, query
 
 
+def test_a_table_without_a_primary_key_pages_with_no_order_at_all(rest):
+    rest.service.post("/rest/v1/events", json=[{"kind": "a", "amount": None}, {"kind": "b", "amount": 1}])
+    assert rest.anon.get("/rest/v1/events?select=kind&limit=1").json in ([{"kind": "a"}], [{"kind": "b"}])
+    response = rest.anon.get("/rest/v1/events?select=kind&order=amount&limit=1&offset=1")
+    assert response.json == [{"kind": "a"}]  # NULLs last, the page in two parts on MySQL
+
+
 def test_default_order_is_the_primary_key(rest):
     rest.service.post("/rest/v1/pairs", json=[{"a": 2, "b": 1}, {"a": 1, "b": 2}, {"a": 1, "b": 1}])
     rows = rest.anon.get("/rest/v1/pairs").json
