@@ -47,6 +47,7 @@ class Minibase:
     buckets: dict = field(default_factory=dict)  # bucket name -> storage.buckets.Declared, from tables.toml
     buckets_synced: bool = False  # whether the declared buckets were made or updated in the database
     storage_backend: object = None  # where objects' bytes live (storage.files.backend)
+    reads: object = None  # MySQL: the prepared reads' engine (database.connections); None: db.engine
 
 
 def state():

@@ -1366,29 +1366,54 @@ def _parse_order_item(part: str, table: sa.Table) -> OrderItem:
     return OrderItem(column.key if _is_plain(name) else name, bool(descending), nulls)
 
 
-def order_clauses(items: Iterable[OrderItem], table: sa.Table, dialect: str) -> list[ColumnElement]:
-    """ORDER BY clauses with PostgreSQL's NULL placement (last ascending, first descending)."""
+def order_clauses(
+    items: Iterable[OrderItem], table: sa.Table, dialect: str, not_null: frozenset = frozenset()
+) -> list[ColumnElement]:
+    """ORDER BY clauses with PostgreSQL's NULL placement (last ascending, first descending).
+    `not_null` names columns the rows ordered hold no NULL in (`non_null_columns`)."""
     _dialect(dialect)
     clauses = []
     for item in items:
         column = _resolve_field(table, item.column, "order")
         column = getattr(column, "element", column)  # a JSON path's expression, not its label
-        nulls = item.nulls or ("first" if item.descending else "last")
-        if nulls not in ("first", "last"):
-            raise FilterError(f"unknown NULL placement {quoted(str(nulls))} in order")
         # MySQL and SQLite sort NULL as the smallest value. SQLite (3.30 and later) is told where
         # NULLs go, which keeps an index on the column usable; MySQL has no NULLS FIRST/LAST, so a
-        # leading IS NULL key moves them. A NOT NULL column (a primary key) needs neither.
-        natural = "last" if item.descending else "first"
+        # leading IS NULL key moves them. A column without NULLs (a primary key) needs neither.
         clause = column.desc() if item.descending else column.asc()
-        if getattr(column, "nullable", True) and nulls != natural:  # a function result: unknown
+        if moves_nulls(item, column, not_null):
             if dialect == "sqlite" and NULLS_ORDER_SUPPORTED:
-                clause = clause.nulls_first() if nulls == "first" else clause.nulls_last()
+                clause = clause.nulls_first() if nulls_first(item) else clause.nulls_last()
             else:
                 is_null = column.is_(None)
-                clauses.append(is_null.desc() if nulls == "first" else is_null.asc())
+                clauses.append(is_null.desc() if nulls_first(item) else is_null.asc())
         clauses.append(clause)
     return clauses
+
+
+def nulls_first(item: OrderItem) -> bool:
+    """Whether `item` puts NULLs first: asked for, or by default when descending."""
+    nulls = item.nulls or ("first" if item.descending else "last")
+    if nulls not in ("first", "last"):
+        raise FilterError(f"unknown NULL placement {quoted(str(nulls))} in order")
+    return nulls == "first"
+
+
+def moves_nulls(item: OrderItem, column: ColumnElement, not_null: frozenset = frozenset()) -> bool:
+    """Whether ordering by `item` must put NULLs elsewhere than MySQL and SQLite do (first
+    ascending, last descending): the column may hold NULL (a function's result may) and they go
+    the other way."""
+    nullable = getattr(column, "nullable", True) and getattr(column, "key", None) not in not_null
+    return nullable and nulls_first(item) == item.descending
+
+
+# A condition with one of these operators and a bound value is never true for a NULL.
+_REJECTS_NULL = frozenset({"eq", "neq", "gt", "gte", "lt", "lte", "like", "ilike", "in"})
+
+
+def non_null_columns(shape: tuple) -> frozenset[str]:
+    """The columns a filter of `shape` (Where.shape) leaves no NULL in: those of its top-level
+    conditions that are not negated and compare with a bound value (not is.null, not an or=)."""
+    return frozenset(part[0] for part in shape if len(part) == 3 and part[1] in _REJECTS_NULL and not part[2])
 
 
 # ---------------------------------------------------------------------------

@@ -2,15 +2,28 @@
 each statement (STATEMENT_TIMEOUT), set on every new connection, so that a database that stops,
 freezes or drops the connection answers a JSON 503 in bounded time; on a Galera cluster node, reads
 that see every write the cluster committed before them (causal reads). SQLite connections also get
-the REGEXP function the match/imatch filters use."""
+the REGEXP function the match/imatch filters use.
+
+On MySQL the prepared reads (database.transactions.prepared) have an engine of their own, whose
+connections are in autocommit mode: a read is one round trip, the SELECT, where the shared pool's
+connections take three (a ping at checkout, the SELECT, a ROLLBACK at checkin). Each statement is
+then its own transaction, which is what READ COMMITTED gave two statements of one read already (a
+snapshot per statement), and an idle connection holds no transaction, so no lock. A read on a
+connection that died is tried again on a new one (transactions.prepared), and a connection lost
+marks every connection made before it as suspect: each is made again at its next checkout, so a
+restarted server costs one retried read, not one per pooled connection."""
 
 import math
+import os
+import time
+import weakref
 
+import sqlalchemy as sa
 from sqlalchemy import event
 
 import filters
 from database import transactions
-from extensions import db
+from extensions import db, state
 
 
 def init_app(app):
@@ -54,3 +67,43 @@ def init_app(app):
         event.listen(db.engine, "connect", on_connect)
         if db.engine.dialect.name == "sqlite":
             event.listen(db.engine, "before_cursor_execute", transactions.start_deadline)
+        else:
+            options = {**app.config["SQLALCHEMY_ENGINE_OPTIONS"], "pool_pre_ping": False,
+                       "isolation_level": "AUTOCOMMIT", "pool_reset_on_return": None}  # fmt: skip
+            reads = sa.create_engine(db.engine.url, **options)
+            event.listen(reads, "connect", on_connect)
+            _remade_after_a_loss(reads)
+            _disposed_with(reads, db.engine)
+            state().reads = reads
+
+
+def _remade_after_a_loss(engine):
+    """A connection of `engine` made before another was lost is made again at its next checkout."""
+    lost_at = [-math.inf]
+    dbapi_error = engine.dialect.loaded_dbapi.Error
+
+    @event.listens_for(engine, "connect")
+    def made(dbapi_connection, record):
+        record.info["made_at"] = time.monotonic()
+
+    @event.listens_for(engine, "invalidate")
+    def lost(dbapi_connection, record, exception):
+        if isinstance(exception, dbapi_error):  # not the DisconnectionError below: no cascade
+            lost_at[0] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def suspect(dbapi_connection, record, proxy):
+        if record.info.get("made_at", -math.inf) <= lost_at[0]:
+            raise sa.exc.DisconnectionError("made before a connection was lost")
+
+
+def _disposed_with(engine, main):
+    """`engine`'s pool is disposed of with `main`'s. In a forked worker (another process than the
+    one that made it) its connections are left to that process, as the worker does with main's."""
+    made_by = os.getpid()
+    engine = weakref.ref(engine)
+
+    @event.listens_for(main, "engine_disposed")
+    def disposed(_main):
+        if (reads := engine()) is not None:
+            reads.dispose(close=os.getpid() == made_by)

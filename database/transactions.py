@@ -9,7 +9,8 @@ whole unit of work again when the database refused it only because of another tr
   DBAPI connection, the hottest path (a table read's plan, the bearer token's session and user):
   SQLAlchemy's per-execution work (an execution context, a result object, events) costs several
   times the statement itself there. Values stay bound parameters, converted by the same bind and
-  result processors SQLAlchemy uses; errors come out as SQLAlchemy's.
+  result processors SQLAlchemy uses; errors come out as SQLAlchemy's. On MySQL they run on the
+  reads engine, each statement in autocommit (database.connections).
 - `end_session()`: the end of every request's session, a read's included.
 
 A unit is tried again, from its first statement, after a deadlock or a lock wait that timed out
@@ -32,7 +33,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy.exc import DBAPIError
 
-from extensions import db
+from extensions import db, state
 
 log = logging.getLogger("minibase")
 
@@ -168,10 +169,12 @@ class _read_only:
 
 def prepared(values, *statements):
     """The rows of each compiled statement of `statements`, with `values`, in one transaction on a
-    pooled connection that goes back to the pool at once; tried again on a lost connection."""
+    pooled connection that goes back to the pool at once; tried again on a lost connection. On
+    MySQL the connection is the reads engine's, in autocommit mode (database.connections)."""
+    engine = state().reads or db.engine
     for attempt in range(1, ATTEMPTS + 1):
         try:
-            return run_prepared(db.engine, values, *statements)
+            return run_prepared(engine, values, *statements)
         except DBAPIError as exc:
             if attempt == ATTEMPTS or not retryable(exc):
                 raise
@@ -284,7 +287,7 @@ def run_prepared(engine, values, *statements):
         ) from exc  # fmt: skip
     finally:
         if connection is not None:
-            connection.close()  # back to the pool, rolled back
+            connection.close()  # back to the pool: rolled back, or nothing to roll back (autocommit)
     return results
 
 

@@ -238,12 +238,17 @@ def check_conflict_target(table, columns):
         )
 
 
-def ordering(order, table):
-    """The order= text's clauses, then the primary key, so that equal rows keep a stable order."""
+def ordering(order, table, not_null=frozenset()):
+    """The order= text's clauses, then the primary key, so that equal rows keep a stable order.
+    `not_null`: the columns the rows ordered hold no NULL in (filters.order_clauses)."""
+    return filters.order_clauses(order_items(order, table), table, dialect(), not_null)
+
+
+def order_items(order, table):
+    """The order= text's items, then the primary key's columns it does not name."""
     items = filters.parse_order(order, table)
     named = {item.column for item in items}
-    items += [filters.OrderItem(c.key) for c in primary_key(table) if c.key not in named]
-    return filters.order_clauses(items, table, dialect())
+    return items + [filters.OrderItem(c.key) for c in primary_key(table) if c.key not in named]
 
 
 # --- the prepared plans of plain reads, kept with the cache of tables
@@ -283,13 +288,13 @@ def read_plan(table, query, grant, offset, limit):
     if offset:
         values["offset"] = offset
     if limit is not None:
-        values["limit"] = limit
+        values["limit"], values["span"] = limit, offset + limit
     cache = state().schema
     plans = cache.plans
     found = plans.get(key)
     with cache.lock:
         if found is None:
-            found = plans[key] = _plan(table, query, grant, offset, limit, where.clause)
+            found = plans[key] = _plan(table, query, grant, offset, limit, where)
             while len(plans) > MAX_PLANS:
                 plans.popitem(last=False)
         elif key in plans:
@@ -300,17 +305,25 @@ def read_plan(table, query, grant, offset, limit):
 def _plan(table, query, grant, offset, limit, where):
     items = filters.parse_select(query.select, table, aggregates=True)
     allowed = grant.condition(table, named=True)
+    not_null = filters.non_null_columns(where.shape)
+    where = where.clause
     if allowed is not None:
         where = allowed if where is None else sa.and_(where, allowed)
     columns = [filters.output(item, table).label(f"c{index}") for index, item in enumerate(items)]
-    rows = sa.select(*columns).select_from(table)
     count = sa.select(sa.func.count()).select_from(table)
     if where is not None:
-        rows, count = rows.where(where), count.where(where)
-    if query.aggregates():
-        rows, count = _grouped(rows, items, columns, query.order, table)
+        count = count.where(where)
+    order = None if query.aggregates() else order_items(query.order, table)
+    if order is not None and limit is not None and _nulls_apart(order, table, not_null):
+        rows = _page_in_two_parts(columns, where, order, table, not_null)
     else:
-        rows = rows.order_by(*ordering(query.order, table))
+        rows = sa.select(*columns).select_from(table)
+        if where is not None:
+            rows = rows.where(where)
+        if order is None:
+            rows, count = _grouped(rows, items, columns, query.order, table)
+        else:
+            rows = rows.order_by(*filters.order_clauses(order, table, dialect(), not_null))
     if offset:
         rows = rows.offset(sa.bindparam("offset", type_=sa.Integer, required=True))
     if limit is not None:
@@ -333,6 +346,41 @@ def _grouped(rows, items, columns, order, table):
     count = sa.select(sa.func.count()).select_from(rows.subquery("groups"))
     asked = filters.order_clauses(filters.parse_order(order, table), table, dialect()) if order else groups
     return rows.order_by(*asked), count
+
+
+def _nulls_apart(order, table, not_null):
+    """Whether a page is read in two parts (`_page_in_two_parts`): on MySQL, when the first order
+    column is the only one whose NULLs must move."""
+    if dialect() != "mysql" or any(item.column not in table.c for item in order):
+        return False  # a JSON path or a function's column: one SELECT with its IS NULL key
+    moved = [filters.moves_nulls(item, table.c[item.column], not_null) for item in order]
+    return moved[:1] == [True] and not any(moved[1:])
+
+
+def _page_in_two_parts(columns, where, order, table, not_null):
+    """A page's SELECT, offset and limit to come, as the rows where the first order column is NULL
+    and the others, each in an order an index on that column gives and cut at offset + limit rows
+    (`span`), then those rows in order. MySQL has no NULLS FIRST/LAST: in one SELECT, the NULLs
+    move by a leading `col IS NULL` key that no index has, so MySQL sorts every row that matches
+    (a filesort) to find the page; here it reads about offset + limit rows of the index."""
+    first, rest = order[0], order[1:]
+    column = table.c[first.column]
+    span = sa.bindparam("span", type_=sa.Integer, required=True)
+    keys = [table.c[item.column].label(f"o{number}") for number, item in enumerate(order)]
+
+    def part(number, condition, ordered, known):
+        kept = condition if where is None else sa.and_(where, condition)
+        found = sa.select(*columns, *keys, sa.literal_column(str(number)).label("part")).where(kept)
+        return found.order_by(*filters.order_clauses(ordered, table, "mysql", known)).limit(span)
+
+    nulls_first = filters.nulls_first(first)
+    nulls = part(0 if nulls_first else 1, column.is_(None), rest, not_null)
+    others = part(1 if nulls_first else 0, column.is_not(None), order, not_null | {column.key})
+    pages = sa.union_all(nulls, others).subquery("page")
+    # Within a part the first column is all NULL or none, and no other column's NULLs move.
+    keys = [pages.c[f"o{n}"] for n in range(len(order))]
+    by = [key.desc() if item.descending else key.asc() for key, item in zip(keys, order, strict=True)]
+    return sa.select(*[pages.c[c.name] for c in columns]).order_by(pages.c.part, *by)
 
 
 def run_plan(plan, values, rows=True, count=False):

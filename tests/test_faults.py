@@ -14,7 +14,7 @@ import pytest
 import requests
 import sqlalchemy as sa
 
-from extensions import db
+from extensions import db, state
 from support import Api, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -217,3 +217,49 @@ def test_wsgi_started_with_its_database_down_says_so_in_one_line(tmp_path):
     assert health.status_code == 503
     assert "Traceback" not in text and "hunter2" not in text
     assert f"the database at 127.0.0.1:{closed} is not answering" in text
+
+
+@pytest.mark.mysql
+@pytest.mark.parametrize("backend", ["mysql"])
+def test_reads_on_pooled_connections_the_server_killed_are_answered(
+    make_app, anon_key, mariadb_server, database_url, tmp_path
+):
+    """Every pooled connection is killed between requests (as a restart or an idle timeout does):
+    the next reads find theirs dead, try again on new ones, and the client sees only the answer."""
+    engine = sa.create_engine(database_url)
+    with engine.begin() as connection:
+        connection.exec_driver_sql("CREATE TABLE notes (id INT PRIMARY KEY, body VARCHAR(20))")
+        connection.exec_driver_sql("INSERT INTO notes VALUES (1, 'one'), (2, 'two')")
+    engine.dispose()
+    config = tmp_path / "tables.toml"
+    config.write_text('[tables.notes]\nselect = "anon"\n')
+    app = make_app(TABLES_CONFIG=str(config))
+    api = Api(app, anon_key)
+    token = api.sign_up()["access_token"]
+    with app.app_context():  # three connections in the reads pool, as a busy server has
+        held = [state().reads.raw_connection() for _ in range(3)]
+        for connection in held:
+            connection.close()
+    assert api.get("/rest/v1/notes?id=eq.1").json == [{"id": 1, "body": "one"}]
+
+    admin = mysql_connection(mariadb_server)
+    database = sa.make_url(database_url).database
+    with admin.cursor() as cursor:
+        cursor.execute("SELECT ID FROM information_schema.PROCESSLIST WHERE DB = %s", (database,))
+        killed = {row[0] for row in cursor.fetchall()}
+        assert len(killed) >= 3
+        for connection_id in killed:
+            cursor.execute(f"KILL {int(connection_id)}")
+
+    for _ in range(4):  # more reads than connections were pooled: none meets a dead one unanswered
+        assert api.get("/rest/v1/notes?id=eq.2").json == [{"id": 2, "body": "two"}]
+        assert api.get("/auth/v1/user", token=token).json["email"] == "ann@example.com"
+    with admin.cursor() as cursor:
+        cursor.execute("SELECT ID FROM information_schema.PROCESSLIST WHERE DB = %s", (database,))
+        assert not {row[0] for row in cursor.fetchall()} & killed
+        # The reads hold no transaction once answered, so no lock: the table drops at once.
+        cursor.execute("SELECT COUNT(*) FROM information_schema.INNODB_TRX")
+        assert cursor.fetchone()[0] == 0
+        cursor.execute("SET SESSION lock_wait_timeout = 2")
+        cursor.execute(f"DROP TABLE `{database}`.notes")
+    admin.close()

@@ -11,7 +11,8 @@ Sign-in is bound by bcrypt, so it is compared with bcrypt's own rate instead. Th
 measured again with WORKERS=2, against itself with one worker.
 
 Environment: BENCH_SECONDS (5 per figure), BENCH_ROWS (20000), BENCH_BIG_ROWS (1000000),
-BENCH_SOAK (100000 requests before RSS is read), BENCH_MARIADB (on when mariadbd is installed).
+BENCH_SOAK (100000 requests before RSS is read), BENCH_MARIADB (on when mariadbd is installed),
+BENCH_ONLY=mysql (only the MariaDB figures and their goals, a quick run when working on them).
 """
 
 import json
@@ -55,6 +56,7 @@ SECONDS = float(os.environ.get("BENCH_SECONDS", "5"))
 ROWS = int(os.environ.get("BENCH_ROWS", "20000"))
 BIG_ROWS = int(os.environ.get("BENCH_BIG_ROWS", "1000000"))
 SOAK = int(os.environ.get("BENCH_SOAK", "100000"))
+ONLY = os.environ.get("BENCH_ONLY", "")
 WRK = ["wrk", "-t2", "-c16", "--latency", "--timeout", "10s"]
 
 KEY_READ = "/rest/v1/items?id=eq.4242"
@@ -205,6 +207,11 @@ def main():
     path, key, results, processes = workdir / "bench.db", tokens.api_key("anon", SECRET), Results(), []
     headers = {"apikey": key}
     try:
+        if ONLY == "mysql":
+            report(bench_mariadb(workdir, results, key, path))
+            return
+        if ONLY:
+            raise SystemExit(f"BENCH_ONLY={ONLY}: the one subset there is is mysql")
         print(f"seeding {ROWS} rows ...", flush=True)
         seed(f"sqlite:///{path}", ROWS)
         ceiling, ceiling_url = start_ceiling(path)

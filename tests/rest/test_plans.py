@@ -5,6 +5,7 @@ import functools
 
 import sqlalchemy as sa
 
+from database import transactions
 from extensions import db, state
 from rest import reflection
 from support import Api
@@ -139,3 +140,54 @@ def test_the_bearers_session_lookup_is_prepared(rest):
     )
     assert response.status_code == 200 and response.json["email"] == "prepared@example.com"
     assert executed == []
+
+
+def last_plan_sql(rest, query, monkeypatch):
+    """The SQL of the page `query` reads (its prepared plan's), and the database's plan for it."""
+    seen = []
+    run = transactions.run_prepared
+
+    def run_and_record(engine, values, *statements):
+        seen.extend((s.sql, transactions.bound_parameters(s, values)) for s in statements)
+        return run(engine, values, *statements)
+
+    monkeypatch.setattr(transactions, "run_prepared", run_and_record)
+    assert rest.anon.get(query).status_code == 200
+    sql, parameters = seen[0]
+    with rest.app.app_context():
+        explain = "EXPLAIN QUERY PLAN " if db.engine.dialect.name == "sqlite" else "EXPLAIN "
+        with db.engine.connect() as connection:
+            found = connection.exec_driver_sql(explain + sql, parameters).all()
+    return " ".join(sql.split()), [" | ".join(str(value) for value in row) for row in found]
+
+
+def test_a_filter_that_drops_nulls_leaves_the_order_column_as_it_is(rest, monkeypatch):
+    """price=gte.2 keeps no NULL price: ordering by price needs no NULL placement, so an index on
+    the column can give the order."""
+    sql, _ = last_plan_sql(rest, "/rest/v1/items?price=gte.2&order=price&limit=2", monkeypatch)
+    assert "IS NULL" not in sql and "NULLS" not in sql and "UNION" not in sql
+    sql, _ = last_plan_sql(rest, "/rest/v1/items?or=(price.gte.2)&order=price&limit=2", monkeypatch)
+    assert "IS NULL" in sql or "NULLS LAST" in sql  # inside or=: not known to drop NULLs
+    sql, _ = last_plan_sql(rest, "/rest/v1/items?price=not.gte.2&order=price&limit=2", monkeypatch)
+    assert "IS NULL" in sql or "NULLS LAST" in sql  # negated: not known to drop NULLs
+
+
+def test_on_mysql_a_limited_page_reads_nulls_and_values_apart_from_the_index(rest, backend, monkeypatch):
+    """MySQL has no NULLS LAST: one SELECT would order by `price IS NULL` first, which no index has,
+    and sort every matching row. The page is read as the NULLs and the values, each in the order of
+    the index on price, then the few rows kept are sorted."""
+    rest.execute(sa.text("CREATE INDEX items_price ON items (price)"))
+    rows = [{"name": f"n{n}", "price": None if n % 10 == 0 else n % 97} for n in range(400)]
+    rest.execute(sa.insert(rest.table("items")).values(rows))
+    query = "/rest/v1/items?select=id,price&qty=is.null&order=price&limit=2"
+    sql, plan = last_plan_sql(rest, query, monkeypatch)
+    if backend == "sqlite":
+        assert "NULLS LAST" in sql and "UNION" not in sql
+        return
+    assert "UNION ALL" in sql and "IS NULL ASC" not in sql
+    parts = [line for line in plan if "| items |" in line]
+    assert len(parts) == 2 and not any("filesort" in line for line in parts), plan
+    assert all("items_price" in line for line in parts), plan
+    # A second order column whose NULLs move too: no index gives that order, one SELECT sorts.
+    sql, _ = last_plan_sql(rest, query.replace("order=price", "order=price,qty.asc"), monkeypatch)
+    assert "UNION" not in sql and "items.price IS NULL ASC" in sql
