@@ -22,7 +22,15 @@ from extensions import db
 from models import FlowState
 
 AUTH_CODE_LIFETIME = timedelta(minutes=5)
-FLOW_LIFETIME = timedelta(hours=1)  # a mailed link's flow waits for the link (OTP_EXPIRY at most)
+FLOW_LIFETIME = timedelta(hours=1)  # the least a flow waits: for a provider's redirect, or a mailed link
+
+
+def flow_lifetime():
+    """How long a flow waits for its link or redirect: an hour, or OTP_EXPIRY when a mailed link
+    lives longer (its flow must outlive it, or the link would end in a session, not a code)."""
+    return max(FLOW_LIFETIME, timedelta(seconds=setting("OTP_EXPIRY")))
+
+
 METHODS = ("s256", "plain")
 CHALLENGE = re.compile(r"[A-Za-z0-9._~-]{43,128}\Z")
 
@@ -73,7 +81,7 @@ def pending(user_id, method):
             FlowState.method == method,
             FlowState.code_challenge.is_not(None),
             FlowState.auth_code_hash.is_(None),
-            FlowState.created_at > tokens.utcnow() - FLOW_LIFETIME,
+            FlowState.created_at > tokens.utcnow() - flow_lifetime(),
         )
         .order_by(FlowState.created_at.desc())
         .limit(1)
@@ -128,4 +136,4 @@ def exchange(auth_code, code_verifier):
 
 def sweep():
     """Forget flows nobody finished (not committed)."""
-    db.session.execute(delete(FlowState).where(FlowState.created_at < tokens.utcnow() - FLOW_LIFETIME))
+    db.session.execute(delete(FlowState).where(FlowState.created_at < tokens.utcnow() - flow_lifetime()))

@@ -477,6 +477,24 @@ def test_a_template_written_for_supabase_reaches_the_app_s_own_confirm_route(
     assert re.search(r"or type \d{6} ", text)  # {{ token }} is the 6-digit code
 
 
+def test_a_pkce_link_that_lives_past_an_hour_still_ends_in_a_code(
+    make_mailing_app, anon_key, smtp, monkeypatch
+):
+    api = Api(make_mailing_app(OTP_EXPIRY=7200), anon_key)
+    api.sign_up()
+    challenge = base64.urlsafe_b64encode(hashlib.sha256(b"v" * 50).digest()).rstrip(b"=").decode()
+    body = {"email": "ann@example.com", "code_challenge": challenge, "code_challenge_method": "s256"}
+    assert (
+        api.post("/auth/v1/recover?redirect_to=https://app.example.com/reset", json=body).status_code == 200
+    )
+    link, _ = link_and_code(smtp.last("ann@example.com"))
+    start = tokens.now()
+    monkeypatch.setattr(tokens, "now", lambda: start + 5400)  # 1.5 h: the link (2 h) is still good
+    api.key = None
+    target, fragment = follow(api, link)
+    assert not fragment and target.startswith("https://app.example.com/reset?code=")
+
+
 def test_recovery_under_pkce_ends_in_a_code_for_the_verifier_only(api, smtp):
     api.sign_up()
     verifier = "v" * 50
