@@ -1,7 +1,7 @@
-"""Row policies: boolean SQL expressions over a table's columns that say which rows a caller may
-read or write, as PostgreSQL's row-level security does. tables.toml declares them for tables
-([tables.NAME.policies], rest.policies) and for the objects of a bucket ([buckets.NAME.policies],
-storage.buckets); this module parses them and binds a caller's values."""
+"""The access tables.toml gives tables ([tables.NAME], rest.policies) and buckets ([buckets.NAME],
+storage.buckets) alike: the four rule words, who may do each operation; and row policies, boolean
+SQL expressions over a table's columns that say which rows a caller may read or write, as
+PostgreSQL's row-level security does. This module parses both and binds a caller's values."""
 
 import json
 import re
@@ -12,12 +12,25 @@ import sqlalchemy as sa
 from config import ConfigError
 from extensions import db
 
+OPERATIONS = ("select", "insert", "update", "delete")
+RULES = ("anon", "authenticated", "owner", "service_role")
 KEYS = ("select", "insert", "update", "update_check", "delete")
 # The parameters a row policy may use, and the bound parameter each becomes (rls_…, so that none
 # meets a filter's p0, p1, … or a plan's owner, limit and offset).
 PARAMETER = re.compile(r"(?<![:\w]):([A-Za-z_][\w.]*)")
 PARAMETERS = ("uid", "role", "email", "aal")
 APP_METADATA = re.compile(r"app_metadata\.([A-Za-z_]\w*)")
+
+
+def rule_words(where, entry):
+    """operation -> rule word of a [tables.NAME] or [buckets.NAME]: `service_role` where unset."""
+    rules = {}
+    for operation in OPERATIONS:
+        rule = entry.get(operation, "service_role")
+        if rule not in RULES:
+            raise ConfigError(f"{where}: {operation} = {rule!r} is not one of {', '.join(RULES)}")
+        rules[operation] = rule
+    return rules
 
 
 @dataclass(frozen=True)

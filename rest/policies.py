@@ -14,11 +14,9 @@ from config import ConfigError
 from errors import APIError, Rest
 from extensions import state
 from models import SERVICE_TABLES
-from row_policies import RowPolicy, applying
+from row_policies import OPERATIONS, RULES, RowPolicy, applying, rule_words
 from row_policies import parse as row_policies_section
 
-OPERATIONS = ("select", "insert", "update", "delete")
-RULES = ("anon", "authenticated", "owner", "service_role")
 TABLE_KEYS = frozenset({*OPERATIONS, "owner_column", "columns", "primary_key", "references", "policies"})
 FUNCTION_KEYS = frozenset({"sql", "execute", "returns", "writes", "defaults"})
 RETURNS = ("rows", "one", "scalar")
@@ -193,12 +191,7 @@ def _policy(name, entry, forbidden, users, source):
     read_only = folded == users
     if read_only:
         _check_users_listing(where, entry, columns)
-    rules = {}
-    for operation in OPERATIONS:
-        rule = entry.get(operation, "service_role")
-        if rule not in RULES:
-            raise ConfigError(f"{where}: {operation} = {rule!r} is not one of {', '.join(RULES)}")
-        rules[operation] = rule
+    rules = rule_words(where, entry)
     owner_column = entry.get("owner_column")
     if owner_column is not None and (not isinstance(owner_column, str) or not owner_column.strip()):
         raise ConfigError(f"{where}: owner_column must be a column name")

@@ -15,12 +15,10 @@ from database import transactions
 from errors import Storage, bucket_not_found, invalid_request, storage_error
 from extensions import db, state
 from models import StorageBucket, StorageObject, upsert
-from row_policies import RowPolicy, applying, check_compiles
+from row_policies import OPERATIONS, RowPolicy, applying, check_compiles, rule_words
 from row_policies import parse as row_policies_section
 from storage import clock
 
-OPERATIONS = ("select", "insert", "update", "delete")
-RULES = ("anon", "authenticated", "owner", "service_role")
 BUCKET_KEYS = frozenset({*OPERATIONS, "public", "file_size_limit", "allowed_mime_types", "policies"})
 # Letters, digits, '-', '_' and '.', as S3 and Supabase allow, not starting with a dot.
 BUCKET_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,62}")
@@ -183,12 +181,7 @@ def _declared(name, entry, source):
         raise ConfigError(
             f'{where}: allowed_mime_types must be a list such as ["image/*", "application/pdf"]'
         )
-    rules = {}
-    for operation in OPERATIONS:
-        rule = entry.get(operation, "service_role")
-        if rule not in RULES:
-            raise ConfigError(f"{where}: {operation} = {rule!r} is not one of {', '.join(RULES)}")
-        rules[operation] = rule
+    rules = rule_words(where, entry)
     size = parse_size(limit) if limit is not None else None
     policies = row_policies_section(where, name, entry.get("policies", {}))
     return Declared(name, public, size, tuple(types) if types is not None else None, rules, policies)
