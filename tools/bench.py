@@ -12,7 +12,8 @@ measured again with WORKERS=2, against itself with one worker.
 
 Environment: BENCH_SECONDS (5 per figure), BENCH_ROWS (20000), BENCH_BIG_ROWS (1000000),
 BENCH_SOAK (100000 requests before RSS is read), BENCH_MARIADB (on when mariadbd is installed),
-BENCH_ONLY=mysql (only the MariaDB figures and their goals, a quick run when working on them).
+BENCH_ONLY=mysql or BENCH_ONLY=sqlite (only the MariaDB figures, or only the SQLite reads against
+their bound and the embedded read, with their goals: a quick run when working on them).
 """
 
 import json
@@ -210,8 +211,8 @@ def main():
         if ONLY == "mysql":
             report(bench_mariadb(workdir, results, key, path))
             return
-        if ONLY:
-            raise SystemExit(f"BENCH_ONLY={ONLY}: the one subset there is is mysql")
+        if ONLY not in ("", "sqlite"):
+            raise SystemExit(f"BENCH_ONLY={ONLY}: the subsets there are are mysql and sqlite")
         print(f"seeding {ROWS} rows ...", flush=True)
         seed(f"sqlite:///{path}", ROWS)
         ceiling, ceiling_url = start_ceiling(path)
@@ -227,6 +228,9 @@ def main():
         results.wrk(PLAIN, base + PLAIN_50, headers, server="minibase")
         if requests.get(base + EMBED_READ, headers=headers, timeout=10).status_code == 200:
             results.wrk(EMBED, base + EMBED_READ, headers, server="minibase")
+        if ONLY == "sqlite":
+            report([*read_rows(results), *embed_rows(results)])
+            return
         if peer is not None:
             results.wrk(PEER_KEY, peer_url + "/bench/items/4242.json?_shape=array", server="datasette")
             results.wrk(PEER_LIST, peer_url + "/bench/items.json?_shape=array&location__contains=lo"
@@ -258,14 +262,21 @@ def main():
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def sqlite_rows(results, signin, rss, peer):
+def read_rows(results):
     rate = results.rates
     bound = rate[BARE]
-    p99 = max(results.p99[label] for label in (KEY, USER, LIST))
-    rows = [
+    return [
         at_least(f"key read / {BARE[7:]}", rate[KEY] / bound, 0.85),
         at_least(f"{USER} / the same bound", rate[USER] / bound, 0.85),
         at_least(f"{LIST} (ordered) / the same bound", rate[LIST] / bound, 0.50),
+    ]
+
+
+def sqlite_rows(results, signin, rss, peer):
+    rate = results.rates
+    p99 = max(results.p99[label] for label in (KEY, USER, LIST))
+    rows = [
+        *read_rows(results),
         at_least("key read: WORKERS=2 / WORKERS=1", rate[WORKERS_2] / rate[KEY], 1.6),
     ]
     if peer:
@@ -275,10 +286,15 @@ def sqlite_rows(results, signin, rss, peer):
     rows.append(("p99 of the three reads at 16 connections, ms", f"{p99:.1f}", "< 50", p99 < 50))
     rows.append((f"RSS per process after {results.served['minibase']} requests, MB", f"{rss:.0f}",
                  "< 150", rss < 150))  # fmt: skip
-    if EMBED in rate:
-        cost = rate[PLAIN] / rate[EMBED]
-        rows.append(("embedded read's cost / plain read's", f"{cost:.2f}", "<= 2", cost <= 2))
-    return rows
+    return rows + embed_rows(results)
+
+
+def embed_rows(results):
+    rate = results.rates
+    if EMBED not in rate:
+        return []
+    cost = rate[PLAIN] / rate[EMBED]
+    return [("embedded read's cost / plain read's", f"{cost:.2f}", "<= 2", cost <= 2)]
 
 
 def bench_workers(workdir, results, url, key):
