@@ -507,13 +507,21 @@ class Where:
     shape: tuple
 
 
-def build(nodes: Iterable[Condition | Logic], table: sa.Table, dialect: str, named: bool = False) -> Where:
+def build(
+    nodes: Iterable[Condition | Logic],
+    table: sa.Table,
+    dialect: str,
+    named: bool = False,
+    express: bool = True,
+) -> Where:
     """AND of all nodes against `table`, with bound parameters. `named`: the parameters are called
     p0, p1, ... in the order of the conditions and carry no value of their own, so that the SQL can
-    run again with the values of another request of the same shape; their values are `values`."""
-    walk = _Walk(table, _dialect(dialect), named)
+    run again with the values of another request of the same shape; their values are `values`.
+    Without `express`, the walk checks and converts everything as it would but builds no expression
+    (`clause` is None): the shape and values, all a request needs whose plan is already made."""
+    walk = _Walk(table, _dialect(dialect), named, express)
     clauses, shape = walk.all(nodes, 1)
-    clause = None if not clauses else clauses[0] if len(clauses) == 1 else sa.and_(*clauses)
+    clause = None if not clauses or not express else clauses[0] if len(clauses) == 1 else sa.and_(*clauses)
     return Where(clause, walk.values, shape)
 
 
@@ -537,8 +545,8 @@ class _Walk:
     bound, and its part of the shape noted, at the same node, so a value can never be bound under
     another condition's name."""
 
-    def __init__(self, table: sa.Table, dialect: str, named: bool):
-        self.table, self.dialect, self.named = table, dialect, named
+    def __init__(self, table: sa.Table, dialect: str, named: bool, express: bool = True):
+        self.table, self.dialect, self.named, self.express = table, dialect, named, express
         self.values: dict[str, object] = {}
         self.number = 0
 
@@ -553,7 +561,7 @@ class _Walk:
             expression, shape = self.condition(node)
         else:
             raise TypeError(f"not a filter node: {node!r}")
-        return (sa.not_(expression) if node.negated else expression), shape
+        return (sa.not_(expression) if node.negated and self.express else expression), shape
 
     def condition(self, node: Condition) -> tuple[ColumnElement, tuple]:
         column = _resolve_field(self.table, node.column, "filter")
@@ -563,15 +571,20 @@ class _Walk:
         value = operator_.convert(column, node.value, self.dialect)
         name, self.number = f"p{self.number}", self.number + 1
         if operator_.has_parameter(value):
-            kind, expanding = operator_.type(column), operator_.op == "in"
+            shape = (node.column, node.op, node.negated)
             if self.named:  # no value of its own: each execution must pass one, never a stale one
                 self.values[name] = value
+            if not self.express:
+                return None, shape
+            kind, expanding = operator_.type(column), operator_.op == "in"
+            if self.named:
                 value = sa.bindparam(name, type_=kind, expanding=expanding, required=True)
             else:
                 value = sa.bindparam(None, value, type_=kind, expanding=expanding)
-            shape = (node.column, node.op, node.negated)
         else:  # the value is in the SQL itself: is.null, is.true, an empty in
             shape = (node.column, node.op, node.negated, repr(value))
+            if not self.express:
+                return None, shape
         return operator_.express(column, value, self.dialect), shape
 
     def quantified(self, node: Condition, column: ColumnElement, operator_: _Operator) -> tuple:
@@ -587,11 +600,16 @@ class _Walk:
             name, self.number = f"p{self.number}", self.number + 1
             if self.named:
                 self.values[name] = value
+            if not self.express:
+                continue
+            if self.named:
                 parameter = sa.bindparam(name, type_=operator_.type(column), required=True)
             else:
                 parameter = sa.bindparam(None, value, type_=operator_.type(column))
             parts.append(operator_.express(column, parameter, self.dialect))
-        shape = (node.column, node.op, node.negated, node.quant, len(parts))
+        shape = (node.column, node.op, node.negated, node.quant, len(node.value))
+        if not self.express:
+            return None, shape
         if not parts:
             return (sa.false() if node.quant == "any" else sa.true()), shape
         return (sa.or_ if node.quant == "any" else sa.and_)(*parts), shape
@@ -605,7 +623,8 @@ class _Walk:
         if not node.children:
             raise FilterError(f'empty "{node.op}" filter')
         clauses, shape = self.all(node.children, depth + 1)
-        return combine(*clauses), (node.op, node.negated, node.path, shape)
+        shape = (node.op, node.negated, node.path, shape)
+        return (combine(*clauses) if self.express else None), shape
 
 
 def _operator(node: Condition) -> _Operator:

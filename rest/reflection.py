@@ -278,10 +278,10 @@ def read_plan(table, query, grant, offset, limit):
     plans), the filters' shape, select, order, whether there is an offset and a limit, and the
     grant's rule, whether it keeps an owner to their rows and whether its row policy applies (the
     policy's SQL is the table's, from tables.toml); values, the owner's id and the policy's
-    parameters included, are parameters and never part of the plan. The filters are built once,
-    their expression, values and shape together (filters.build): a value is bound under its own
-    condition's name or not at all."""
-    where = filters.build(query.filters, table, db.engine.dialect.name, named=True)
+    parameters included, are parameters and never part of the plan. The filters' values and shape
+    come from one walk (filters.build), so a value is bound under its own condition's name or not at
+    all; their SQL expression is built only when the plan is made."""
+    where = filters.build(query.filters, table, db.engine.dialect.name, named=True, express=False)
     key = (table, where.shape, query.select, query.order, bool(offset), limit is not None,
            grant.policy.rules["select"], grant.owner_id is not None, grant.using is not None)  # fmt: skip
     values = {**where.values, **grant.plan_values()}
@@ -294,6 +294,7 @@ def read_plan(table, query, grant, offset, limit):
     found = plans.get(key)
     with cache.lock:
         if found is None:
+            where = filters.build(query.filters, table, db.engine.dialect.name, named=True)
             found = plans[key] = _plan(table, query, grant, offset, limit, where)
             while len(plans) > MAX_PLANS:
                 plans.popitem(last=False)

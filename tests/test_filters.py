@@ -17,6 +17,7 @@ from filters import (
     Logic,
     OrderItem,
     SelectItem,
+    build,
     order_clauses,
     parse_filters,
     parse_order,
@@ -798,6 +799,30 @@ def test_any_filter_is_sql_or_a_filter_error(memory_engine, pairs):
     compile_mysql(clauses["mysql"])
     with memory_engine.connect() as connection:
         connection.execute(sa.select(items.c.id).where(clauses["sqlite"])).all()
+
+
+def _outcome(nodes, dialect, express):
+    try:
+        return build(nodes, items, dialect, named=True, express=express)
+    except FilterError as error:
+        return str(error)
+
+
+@settings(max_examples=400, deadline=None, database=None)
+@given(pairs=st.lists(st.tuples(CLIENT_KEY, CLIENT_TEXT), max_size=4))
+def test_the_walk_without_expressions_finds_what_the_full_walk_does(pairs):
+    """A read whose plan is cached walks its filters without building SQL: the same shape, the same
+    values under the same names, and the same error, or it would run another request's plan."""
+    try:
+        nodes = parse_filters(pairs)
+    except FilterError:
+        return
+    for dialect in ("sqlite", "mysql"):
+        full, bare = _outcome(nodes, dialect, True), _outcome(nodes, dialect, False)
+        if isinstance(full, str):
+            assert bare == full
+            continue
+        assert (bare.clause, bare.shape, bare.values) == (None, full.shape, full.values)
 
 
 @settings(max_examples=300, deadline=None, database=None)
