@@ -4,11 +4,14 @@ freezes or drops the connection answers a JSON 503 in bounded time; on a Galera 
 that see every write the cluster committed before them (causal reads). SQLite connections also get
 the REGEXP function the match/imatch filters use.
 
-On MySQL the prepared reads (database.transactions.prepared) have an engine of their own, whose
-connections are in autocommit mode: a read is one round trip, the SELECT, where the shared pool's
-connections take three (a ping at checkout, the SELECT, a ROLLBACK at checkin). Each statement is
-then its own transaction, which is what READ COMMITTED gave two statements of one read already (a
-snapshot per statement), and an idle connection holds no transaction, so no lock. A read on a
+The prepared reads (database.transactions.prepared) have an engine of their own, whose
+connections are in autocommit mode and are not reset when they go back to the pool. On MySQL a read
+is then one round trip, the SELECT, where the shared pool's connections take three (a ping at
+checkout, the SELECT, a ROLLBACK at checkin); each statement is its own transaction, which is what
+READ COMMITTED gave two statements of one read already (a snapshot per statement), and an idle
+connection holds no transaction, so no lock. On SQLite nothing changes but the cost: sqlite3 opens
+no transaction for a SELECT, so the rollback at checkin had nothing to undo. (An in-memory SQLite
+database has no second engine: it would open another, empty, database.) On MySQL a read on a
 connection that died is tried again on a new one (transactions.prepared), and a connection lost
 marks every connection made before it as suspect: each is made again at its next checkout, so a
 restarted server costs one retried read, not one per pooled connection."""
@@ -20,6 +23,7 @@ import weakref
 
 import sqlalchemy as sa
 from sqlalchemy import event
+from sqlalchemy.pool import SingletonThreadPool, StaticPool
 
 import filters
 from database import transactions
@@ -65,16 +69,21 @@ def init_app(app):
 
     with app.app_context():
         event.listen(db.engine, "connect", on_connect)
-        if db.engine.dialect.name == "sqlite":
+        sqlite = db.engine.dialect.name == "sqlite"
+        if sqlite:
             event.listen(db.engine, "before_cursor_execute", transactions.start_deadline)
-        else:
-            options = {**app.config["SQLALCHEMY_ENGINE_OPTIONS"], "pool_pre_ping": False,
-                       "isolation_level": "AUTOCOMMIT", "pool_reset_on_return": None}  # fmt: skip
-            reads = sa.create_engine(db.engine.url, **options)
-            event.listen(reads, "connect", on_connect)
+        if isinstance(db.engine.pool, StaticPool | SingletonThreadPool):
+            return  # an in-memory SQLite database: another engine would open another database
+        options = {**app.config["SQLALCHEMY_ENGINE_OPTIONS"],
+                   "isolation_level": "AUTOCOMMIT", "pool_reset_on_return": None}  # fmt: skip
+        if not sqlite:
+            options["pool_pre_ping"] = False
+        reads = sa.create_engine(db.engine.url, **options)
+        event.listen(reads, "connect", on_connect)
+        if not sqlite:
             _remade_after_a_loss(reads)
-            _disposed_with(reads, db.engine)
-            state().reads = reads
+        _disposed_with(reads, db.engine)
+        state().reads = reads
 
 
 def _remade_after_a_loss(engine):

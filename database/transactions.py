@@ -169,8 +169,9 @@ class _read_only:
 
 def prepared(values, *statements):
     """The rows of each compiled statement of `statements`, with `values`, in one transaction on a
-    pooled connection that goes back to the pool at once; tried again on a lost connection. On
-    MySQL the connection is the reads engine's, in autocommit mode (database.connections)."""
+    pooled connection that goes back to the pool at once; tried again on a lost connection. The
+    connection is the reads engine's, in autocommit mode, but on an in-memory SQLite database
+    (database.connections)."""
     engine = state().reads or db.engine
     for attempt in range(1, ATTEMPTS + 1):
         try:
