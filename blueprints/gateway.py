@@ -75,11 +75,10 @@ def answer_preflight():
 def require_api_key():
     """before_request: every /auth/v1, /rest/v1 and /storage/v1 request carries a valid key, but a browser's
     preflight and the OPEN_ROUTES."""
-    if not request.path.startswith(PROTECTED_PREFIXES) or request.method == "OPTIONS":
+    path, method = request.path, request.method
+    if not path.startswith(PROTECTED_PREFIXES) or method == "OPTIONS":
         return
-    if (request.method, request.path.rstrip("/")) in OPEN_ROUTES or request.path.startswith(
-        OPEN_PREFIXES.get(request.method, ())
-    ):
+    if (method, path.rstrip("/")) in OPEN_ROUTES or path.startswith(OPEN_PREFIXES.get(method, ())):
         g.api_key_role = "anon"
         return
     key = request.headers.get("apikey") or request.args.get("apikey")
