@@ -47,7 +47,8 @@ class Minibase:
     buckets: dict = field(default_factory=dict)  # bucket name -> storage.buckets.Declared, from tables.toml
     buckets_synced: bool = False  # whether the declared buckets were made or updated in the database
     storage_backend: object = None  # where objects' bytes live (storage.files.backend)
-    reads: object = None  # MySQL: the prepared reads' engine (database.connections); None: db.engine
+    reads: object = None  # the prepared reads' engine (database.connections); None: db.engine
+    own: threading.local | None = None  # SQLite file: each thread's reads connection (transactions.prepared)
 
 
 def state():

@@ -18,6 +18,7 @@ restarted server costs one retried read, not one per pooled connection."""
 
 import math
 import os
+import threading
 import time
 import weakref
 
@@ -84,6 +85,8 @@ def init_app(app):
             _remade_after_a_loss(reads)
         _disposed_with(reads, db.engine)
         state().reads = reads
+        if sqlite:
+            state().own = threading.local()
 
 
 def _remade_after_a_loss(engine):

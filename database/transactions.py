@@ -26,6 +26,7 @@ import contextvars
 import functools
 import logging
 import math
+import os
 import random
 import time
 from collections import namedtuple
@@ -168,14 +169,16 @@ class _read_only:
 
 
 def prepared(values, *statements):
-    """The rows of each compiled statement of `statements`, with `values`, in one transaction on a
-    pooled connection that goes back to the pool at once; tried again on a lost connection. The
-    connection is the reads engine's, in autocommit mode, but on an in-memory SQLite database
-    (database.connections)."""
-    engine = state().reads or db.engine
+    """The rows of each compiled statement of `statements`, with `values`, on one connection:
+    the reads engine's, in autocommit mode (database.connections), or db.engine's on an in-memory
+    SQLite database. On a SQLite file each server thread keeps a connection of its own (`own`);
+    on MySQL the connection is pooled and goes back at once, and a read is tried again on a lost
+    connection."""
+    cache = state()
+    engine = cache.reads or db.engine
     for attempt in range(1, ATTEMPTS + 1):
         try:
-            return run_prepared(engine, values, *statements)
+            return run_prepared(engine, values, *statements, own=cache.own)
         except DBAPIError as exc:
             if attempt == ATTEMPTS or not retryable(exc):
                 raise
@@ -259,16 +262,17 @@ def prepare(statement, engine, named=True):
     return Prepared(compiled.string, positions, binds, constants, types, row)
 
 
-def run_prepared(engine, values, *statements):
+def run_prepared(engine, values, *statements, own=None):
     """The rows of each Prepared of `statements`, all with `values` (a dict holding every parameter
-    they name), in one transaction on a pooled connection that goes back to the pool at once.
-    Errors are SQLAlchemy's, as Connection.execute raises them: a lost connection is invalidated
-    and raised as an OperationalError (the 503), a statement the database refused as its DBAPIError."""
+    they name), on a connection of `engine`: the calling thread's own when `own` (a threading.local)
+    is given, else a pooled one that goes back to the pool at once. Errors are SQLAlchemy's, as
+    Connection.execute raises them: a lost connection is invalidated and raised as an
+    OperationalError (the 503), a statement the database refused as its DBAPIError."""
     dialect = engine.dialect
     results = []
     connection = cursor = statement = parameters = None
     try:
-        connection = engine.raw_connection()
+        connection = engine.raw_connection() if own is None else own_connection(engine, own)
         deadline = connection.info.get("deadline")
         cursor = connection.cursor()
         for statement in statements:
@@ -277,19 +281,34 @@ def run_prepared(engine, values, *statements):
                 deadline.start()
             cursor.execute(statement.sql, parameters)
             results.append(_rows(statement, cursor.fetchall(), cursor.description, dialect))
-        cursor.close()
     except dialect.loaded_dbapi.Error as exc:
         lost = connection is not None and dialect.is_disconnect(exc, connection.dbapi_connection, cursor)
         if lost:
             connection.invalidate(exc)
+            if own is not None:
+                own.connection = None
         raise DBAPIError.instance(
             getattr(statement, "sql", None), parameters, exc, dialect.loaded_dbapi.Error,
             hide_parameters=engine.hide_parameters, connection_invalidated=lost, dialect=dialect,
         ) from exc  # fmt: skip
     finally:
-        if connection is not None:
+        if cursor is not None:
+            cursor.close()  # a statement left open would hold a SQLite snapshot on a kept connection
+        if connection is not None and own is None:
             connection.close()  # back to the pool: rolled back, or nothing to roll back (autocommit)
     return results
+
+
+def own_connection(engine, own):
+    """The calling thread's connection of `engine`, made at its first read and kept: one of the
+    pool's, detached from it, so that it counts against no pool size and a read takes no pool
+    lock. A process forked after it was made makes its own."""
+    connection = getattr(own, "connection", None)
+    if connection is None or own.pid != os.getpid():
+        connection = engine.raw_connection()
+        connection.detach()
+        own.connection, own.pid = connection, os.getpid()
+    return connection
 
 
 def bound_parameters(statement, values):

@@ -142,9 +142,9 @@ def query_plan(url, path):
     seen = []
     run = transactions.run_prepared
 
-    def run_and_record(engine, values, *statements):  # prepared reads pass no SQLAlchemy event
+    def run_and_record(engine, values, *statements, **options):  # prepared reads pass no SQLAlchemy event
         seen.extend((s.sql, transactions.bound_parameters(s, values)) for s in statements)
-        return run(engine, values, *statements)
+        return run(engine, values, *statements, **options)
 
     with app.app_context():
         sa.event.listen(db.engine, "before_cursor_execute", lambda *a: seen.append((a[2], a[3])))

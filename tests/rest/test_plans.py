@@ -147,9 +147,9 @@ def last_plan_sql(rest, query, monkeypatch):
     seen = []
     run = transactions.run_prepared
 
-    def run_and_record(engine, values, *statements):
+    def run_and_record(engine, values, *statements, **options):
         seen.extend((s.sql, transactions.bound_parameters(s, values)) for s in statements)
-        return run(engine, values, *statements)
+        return run(engine, values, *statements, **options)
 
     monkeypatch.setattr(transactions, "run_prepared", run_and_record)
     assert rest.anon.get(query).status_code == 200
