@@ -36,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from auth import tokens  # noqa: E402
 from tools.bench_storage import bench_storage  # noqa: E402
 from tools.servers import (  # noqa: E402
+    FLOOR_APP,
     LOGS,
     PASSWORD,
     POLICIES_TOML,
@@ -183,6 +184,8 @@ PEER_LIST = "datasette: filtered list, 50 rows"
 SIGN_IN = "POST /auth/v1/token (password, cost 10)"
 BARE = "bound: Flask + one sqlite3 read by key"
 BARE_MYSQL = "bound: Flask + one PyMySQL read by key"
+FLOOR = "the bound's read behind minibase's gateway"
+BARE_LIST = "Flask + the same 50-row list by sqlite3"
 WORKERS_2 = f"{KEY} (WORKERS=2)"
 MARIADB = " (MariaDB)"
 
@@ -217,12 +220,16 @@ def main():
         seed(f"sqlite:///{path}", ROWS)
         ceiling, ceiling_url = start_ceiling(path)
         minibase, base = start_minibase(workdir, f"sqlite:///{path}")
+        floor, floor_url = start_minibase(workdir, f"sqlite:///{path}", command=("-c", FLOOR_APP, str(path)))
         peer, peer_url = start_datasette(path)
-        processes += [ceiling, minibase, peer]
+        processes += [ceiling, minibase, floor, peer]
         bearer = sign_up(base, key)
         print(f"\nSQLite, {ROWS} rows; wrk -t2 -c16, {SECONDS:g} s a figure")
         results.wrk("ceiling: trivial Flask JSON endpoint", ceiling_url + "/", server="ceiling")
         results.wrk(BARE, ceiling_url + "/row/4242", server="ceiling")
+        results.wrk(BARE_LIST, ceiling_url + "/list", server="ceiling")
+        results.wrk(FLOOR, floor_url + "/rest/v1/__floor/4242", headers, server="floor")
+        stop(floor)
         results.wrk("GET /health", base + "/health", server="minibase")
         bench_reads(results, base, key, bearer)
         results.wrk(PLAIN, base + PLAIN_50, headers, server="minibase")
@@ -266,8 +273,10 @@ def read_rows(results):
     rate = results.rates
     bound = rate[BARE]
     return [
+        (f"{FLOOR} / the same bound (no goal)", f"{rate[FLOOR] / bound:.2f}", "-", None),
         at_least(f"key read / {BARE[7:]}", rate[KEY] / bound, 0.85),
         at_least(f"{USER} / the same bound", rate[USER] / bound, 0.85),
+        (f"{BARE_LIST} / the bound (no goal)", f"{rate[BARE_LIST] / bound:.2f}", "-", None),
         at_least(f"{LIST} (ordered) / the same bound", rate[LIST] / bound, 0.50),
     ]
 
