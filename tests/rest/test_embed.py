@@ -16,6 +16,7 @@ import sqlalchemy as sa
 
 from database import transactions
 from extensions import db
+from rest import embeds, reads
 from support import Api, assert_rest_error, serve_app
 
 TABLES = """
@@ -499,6 +500,40 @@ def test_the_number_of_queries_does_not_grow_with_the_rows(blog, monkeypatch):
         assert len(rows) == parents and all(row["users"] for row in rows)
         counts[parents] = len([s for s in statements if s.lstrip().upper().startswith("SELECT")])
     assert counts[1] == counts[10] == counts[100] == 6, counts  # the posts, then one per embed
+
+
+# --- prepared plans: one per shape of request, each request's values its own
+
+
+def test_a_planned_shape_reads_each_requests_values(blog, monkeypatch):
+    query = "posts?select=id,users(username),comments(body)&comments.body=like.{}&id=lte.{}"
+    assert blog.get(query.format("*x*", 3)) == [
+        {"id": 1, "users": {"username": "ann"}, "comments": [{"body": "great xx"}]},
+        {"id": 2, "users": {"username": "ann"}, "comments": []},
+        {"id": 3, "users": {"username": "bob"}, "comments": []},
+    ]
+    planned = []
+    plan = embeds.Planner.plan
+    monkeypatch.setattr(embeds.Planner, "plan", lambda self, *args: planned.append(1) or plan(self, *args))
+    assert blog.get(query.format("*i*", 1)) == [
+        {"id": 1, "users": {"username": "ann"}, "comments": [{"body": "nice"}]}
+    ]
+    assert blog.get(query.format("*b*", 3))[2] == {
+        "id": 3, "users": {"username": "bob"}, "comments": [{"body": "hi bob"}]
+    }  # fmt: skip
+    assert planned == []  # the shape was planned by the first request
+    # an `in` list runs through SQLAlchemy, with the same answer
+    rows = blog.get("posts?select=id,comments(body)&comments.body=in.(nice,hi bob)&id=lte.3")
+    assert [row["comments"] for row in rows] == [[{"body": "nice"}], [], [{"body": "hi bob"}]]
+
+
+def test_parents_keys_in_several_chunks_give_every_parent_its_rows(blog, monkeypatch):
+    query = "posts?select=id,users(username),comments(id),tags(label),post_stats(count)"
+    expected = blog.get(query)
+    monkeypatch.setattr(reads, "KEY_CHUNK", 2)
+    assert blog.get(query) == expected
+    assert [row["post_stats"] for row in expected] == [{"count": 1}, {"count": 0}, {"count": 1}]
+    assert [len(row["comments"]) for row in expected] == [3, 0, 1]
 
 
 # --- the official Python client, over HTTP
