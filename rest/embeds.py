@@ -117,6 +117,7 @@ class Child:
     policy: object = None  # its policies.Policy, and its junction's, authorized for each request
     junction_policy: object = None
     statements: dict = field(default_factory=dict, repr=False)  # a plan's, by the number of keys
+    joined: bool = False  # read in its parent's query, a LEFT JOIN (_joinable)
 
     def empty(self):
         """What a parent without a matching row shows: nothing, or a count of 0."""
@@ -537,7 +538,7 @@ def _planned(table, query, who, grant, offset, limit):
     shape_key = (tuple(signature), bool(offset), limit is not None)
     found = outline.plans.get(shape_key)
     if found is None:
-        found = _compile(made or _level(table, query, who, grant), offset, limit)
+        found = _compile(made or _level(table, query, who, grant), grant.policy, offset, limit)
         with cache.lock:
             if len(outline.plans) >= MAX_SHAPES:
                 outline.plans.clear()
@@ -590,10 +591,20 @@ def _grant(policy, who, values, signature):
     values.update(grant.plan_values())
 
 
-def _compile(level, offset, limit):
-    """The Plan of a Level tree planned with named parameters."""
-    columns = [level.column(name).label(f"c{i}") for i, name in enumerate(level.needed())]
-    rows = sa.select(*columns).select_from(level.table)
+def _compile(level, policy, offset, limit):
+    """The Plan of a Level tree planned with named parameters, its table under `policy`. Its to-one
+    embeds that can be are read in the top query (_joinable): after the top level's columns, each
+    one's key (NULL: no match) and its own columns."""
+    columns = [level.column(name) for name in level.needed()]
+    source = level.table
+    for child in _joinable(level, policy):
+        child.joined = True
+        relationship, table = child.relationship, child.level.table
+        pairs = zip(relationship.parent_columns, relationship.child_columns, strict=True)
+        on = [level.table.c[parent] == table.c[key] for parent, key in pairs]
+        source = source.outerjoin(table, sa.and_(*on, *_present(child.level.where)))
+        columns += [table.c[relationship.child_columns[0]], *map(child.level.column, child.level.needed())]
+    rows = sa.select(*(column.label(f"c{i}") for i, column in enumerate(columns))).select_from(source)
     count = sa.select(sa.func.count()).select_from(level.table)
     if level.where is not None:
         rows, count = rows.where(level.where), count.where(level.where)
@@ -604,6 +615,40 @@ def _compile(level, offset, limit):
         rows = rows.limit(sa.bindparam("limit", type_=sa.Integer, required=True))
     pairs = [(s, transactions.prepare(s, db.engine, named=False)) for s in (rows, count)]
     return Plan(level, *pairs)
+
+
+def _joinable(level, policy):
+    """The embeds of the top level its query can read with a LEFT JOIN, which saves theirs: a shown
+    to-one embed of rows (not a count, no junction, not !inner) on a key unique in its table, so
+    that a parent meets at most one row (a table's, not a view's). None when the top table is
+    under a row policy, nor a table that is (a policy's SQL names columns without their table:
+    joined, a name both tables have would be ambiguous), nor one whose name the tree uses
+    elsewhere (an EXISTS would correlate with it)."""
+    if "select" in policy.row_policies:
+        return []
+    names = _names_used(level)
+    return [
+        child
+        for child in level.children
+        if child.shown
+        and not (child.relationship.many or child.inner)
+        and child.count is None
+        and child.junction is None
+        and "select" not in child.policy.row_policies
+        and names.count(child.level.table.name) == 1
+        and not _base(child.level.table).info.get("view")  # its key is tables.toml's word
+        and frozenset(child.relationship.child_columns) in reflection.unique_sets(child.level.table)
+    ]
+
+
+def _names_used(level):
+    """The names of the tables (and aliases) of a Level tree's queries, each time one is used."""
+    found = [level.table.name]
+    for child in level.children:
+        found += _names_used(child.level)
+        if child.junction is not None:
+            found.append(child.junction.name)
+    return found
 
 
 def _run(statements, values):
@@ -699,6 +744,7 @@ class _Layout:
     items: tuple  # (position, column, whether its str, int and None are JSON as they are)
     make: object
     children: tuple  # (Child, key of a parent row, key of one of its rows)
+    joined: tuple  # (Child, where its key is in a row): its columns follow
     names: tuple
     reorder: bool  # embeds come between columns: the objects' keys are put in order after
 
@@ -707,8 +753,12 @@ class _Layout:
         index = {name: i for i, name in enumerate(level.needed())}
         selected = [output for output in level.outputs if isinstance(output, SelectItem)]
         positions = [index[item_key(item)] for item in selected]
-        children = []
+        children, joined, end = [], [], len(index)
         for child in level.children:
+            if child.joined:
+                joined.append((child, end))
+                end += 1 + child.width()
+                continue
             width, size = child.width(), len(child.relationship.child_columns)
             parent = _key([index[name] for name in child.relationship.parent_columns])
             children.append((child, parent, _key(range(width, width + size))))
@@ -720,7 +770,8 @@ class _Layout:
         shape = row_shape(level.table, selected)
         items = tuple((i, column, plain) for i, (_, column, plain) in zip(positions, shape, strict=True))
         make = _maker(tuple(item.alias for item in selected), tuple(positions))
-        return cls(items, make, tuple(children), names, tuple(dict.fromkeys(made)) != names)
+        reorder = tuple(dict.fromkeys(made)) != names
+        return cls(items, make, tuple(children), tuple(joined), names, reorder)
 
 
 @functools.lru_cache(maxsize=256)
@@ -738,7 +789,7 @@ def shape(level, found, source):
     rows of each embed fetched by `source` (_Prepared or _Session) for all of them at once."""
     layout = level.layout
     objects = list(map(layout.make, _json_values(layout, found)))
-    if not layout.children:
+    if not layout.children and not layout.joined:
         return objects
     asked, parents = [], []
     for child, parent, _ in layout.children:
@@ -751,9 +802,18 @@ def shape(level, found, source):
             present = {key for key in present if None not in key}
         asked.append((child, list(present)))
     fetched = source.rows(asked) if any(keys for _, keys in asked) else [[] for _ in asked]
+    attached = {}
     for (child, _, key), keys, rows in zip(layout.children, parents, fetched, strict=True):
         if child.shown:
-            _attach(child, objects, keys, _grouped(child, rows, key, source))
+            attached[id(child)] = (keys, _grouped(child, rows, key, source))
+    for child, start in layout.joined:
+        matched = [row[start + 1 :] for row in found if row[start] is not None]
+        shaped = iter(shape(child.level, matched, source))
+        matches = [None if row[start] is None else next(shaped) for row in found]
+        attached[id(child)] = (range(len(found)), dict(enumerate(matches)))
+    for child in level.children:
+        if id(child) in attached:
+            _attach(child, objects, *attached[id(child)])
     if layout.reorder:
         objects = [{name: one[name] for name in layout.names} for one in objects]
     return objects

@@ -499,7 +499,9 @@ def test_the_number_of_queries_does_not_grow_with_the_rows(blog, monkeypatch):
             sa.event.remove(engine, "before_cursor_execute", record)
         assert len(rows) == parents and all(row["users"] for row in rows)
         counts[parents] = len([s for s in statements if s.lstrip().upper().startswith("SELECT")])
-    assert counts[1] == counts[10] == counts[100] == 6, counts  # the posts, then one per embed
+    # the posts with post_stats (a to-one embed, joined), then one per other embed: users is not
+    # joined, its name being met again under comments
+    assert counts[1] == counts[10] == counts[100] == 5, counts
 
 
 # --- prepared plans: one per shape of request, each request's values its own
@@ -534,6 +536,25 @@ def test_parents_keys_in_several_chunks_give_every_parent_its_rows(blog, monkeyp
     assert blog.get(query) == expected
     assert [row["post_stats"] for row in expected] == [{"count": 1}, {"count": 0}, {"count": 1}]
     assert [len(row["comments"]) for row in expected] == [3, 0, 1]
+
+
+def test_a_joined_to_one_embed_keeps_its_filters_rules_and_own_embeds(blog):
+    """A to-one embed read by a LEFT JOIN in its parent's query: its filters and rules in the ON
+    (a parent without a match keeps its row), its own embeds fetched by its key."""
+    rows = blog.get("posts?select=id,author:users(username,posts(id))&order=id")
+    assert rows == [
+        {"id": 1, "author": {"username": "ann", "posts": [{"id": 1}, {"id": 2}]}},
+        {"id": 2, "author": {"username": "ann", "posts": [{"id": 1}, {"id": 2}]}},
+        {"id": 3, "author": {"username": "bob", "posts": [{"id": 3}]}},
+    ]
+    rows = blog.get("posts?select=id,...post_stats(views),users(username)&users.username=eq.bob")
+    assert rows == [
+        {"id": 1, "views": 100, "users": None},
+        {"id": 2, "views": None, "users": None},
+        {"id": 3, "views": 7, "users": {"username": "bob"}},
+    ]
+    response = blog.anon.get("/rest/v1/posts?select=id,post_stats(views)&limit=1&offset=2")
+    assert response.json == [{"id": 3, "post_stats": {"views": 7}}]
 
 
 # --- the official Python client, over HTTP
