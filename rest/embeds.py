@@ -494,6 +494,7 @@ class Plan:
     level: Level
     rows: tuple
     count: tuple
+    names: list  # the keys of the top level's objects
 
 
 def read(table, query, who, grant, offset, limit, count=False):
@@ -509,7 +510,7 @@ def read(table, query, who, grant, offset, limit, count=False):
     asked = ([plan.rows] if limit != 0 else []) + ([plan.count] if count else [])
     results = _run(asked, values) if asked else []
     found = shape(plan.level, results[0], _Prepared(values)) if limit != 0 else []
-    return found, results[-1][0][0] if count else None, plan.level.names()
+    return found, results[-1][0][0] if count else None, list(plan.names)
 
 
 def _planned(table, query, who, grant, offset, limit):
@@ -614,7 +615,7 @@ def _compile(level, policy, offset, limit):
     if limit is not None:
         rows = rows.limit(sa.bindparam("limit", type_=sa.Integer, required=True))
     pairs = [(s, transactions.prepare(s, db.engine, named=False)) for s in (rows, count)]
-    return Plan(level, *pairs)
+    return Plan(level, *pairs, level.names())
 
 
 def _joinable(level, policy):
@@ -744,7 +745,7 @@ class _Layout:
     items: tuple  # (position, column, whether its str, int and None are JSON as they are)
     make: object
     children: tuple  # (Child, key of a parent row, key of one of its rows)
-    joined: tuple  # (Child, where its key is in a row): its columns follow
+    joined: tuple  # (Child, where its key is in a row, its objects' maker if it has no embeds)
     names: tuple
     reorder: bool  # embeds come between columns: the objects' keys are put in order after
 
@@ -753,10 +754,15 @@ class _Layout:
         index = {name: i for i, name in enumerate(level.needed())}
         selected = [output for output in level.outputs if isinstance(output, SelectItem)]
         positions = [index[item_key(item)] for item in selected]
-        children, joined, end = [], [], len(index)
+        children, joined, end, inside = [], [], len(index), []
         for child in level.children:
             if child.joined:
-                joined.append((child, end))
+                make = None
+                if not child.level.children:  # its object is made from the parent's row
+                    own = [(end + 1 + i, column, plain) for i, column, plain in child.level.layout.items]
+                    inside += own
+                    make = _maker(tuple(child.level.names()), tuple(i for i, _, _ in own))
+                joined.append((child, end, make))
                 end += 1 + child.width()
                 continue
             width, size = child.width(), len(child.relationship.child_columns)
@@ -769,6 +775,7 @@ class _Layout:
         names = tuple(dict.fromkeys(level.names()))
         shape = row_shape(level.table, selected)
         items = tuple((i, column, plain) for i, (_, column, plain) in zip(positions, shape, strict=True))
+        items += tuple(inside)
         make = _maker(tuple(item.alias for item in selected), tuple(positions))
         reorder = tuple(dict.fromkeys(made)) != names
         return cls(items, make, tuple(children), tuple(joined), names, reorder)
@@ -788,7 +795,8 @@ def shape(level, found, source):
     """Rows of `level` (tuples of level.needed()'s values, perhaps more after them) as dicts, the
     rows of each embed fetched by `source` (_Prepared or _Session) for all of them at once."""
     layout = level.layout
-    objects = list(map(layout.make, _json_values(layout, found)))
+    values = _json_values(layout, found)
+    objects = list(map(layout.make, values))
     if not layout.children and not layout.joined:
         return objects
     asked, parents = [], []
@@ -806,13 +814,17 @@ def shape(level, found, source):
     for (child, _, key), keys, rows in zip(layout.children, parents, fetched, strict=True):
         if child.shown:
             attached[id(child)] = (keys, _grouped(child, rows, key, source))
-    for child, start in layout.joined:
-        matched = [row[start + 1 :] for row in found if row[start] is not None]
-        shaped = iter(shape(child.level, matched, source))
-        matches = [None if row[start] is None else next(shaped) for row in found]
-        attached[id(child)] = (range(len(found)), dict(enumerate(matches)))
+    for child, start, make in layout.joined:
+        if make is None:
+            matched = [row[start + 1 :] for row in found if row[start] is not None]
+            shaped = iter(shape(child.level, matched, source))
+            attached[id(child)] = [None if row[start] is None else next(shaped) for row in found]
+        else:
+            attached[id(child)] = [None if row[start] is None else make(row) for row in values]
     for child in level.children:
-        if id(child) in attached:
+        if child.joined:
+            _attach_each(child, objects, attached[id(child)])
+        elif id(child) in attached:
             _attach(child, objects, *attached[id(child)])
     if layout.reorder:
         objects = [{name: one[name] for name in layout.names} for one in objects]
@@ -849,6 +861,19 @@ def _grouped(child, rows, key, source):
         else:
             matches.append(one)
     return grouped
+
+
+def _attach_each(child, objects, matches):
+    """Each parent's match of a joined to-one `child` (None: none), as it shows it."""
+    if child.spread:
+        names = child.level.names()
+        for one, match in zip(objects, matches, strict=True):
+            for name in names:
+                one[name] = None if match is None else match[name]
+    else:
+        alias = child.alias
+        for one, match in zip(objects, matches, strict=True):
+            one[alias] = match
 
 
 def _attach(child, objects, keys, grouped):
