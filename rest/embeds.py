@@ -10,7 +10,12 @@ An embedded table is read under its own `select` rule, as a direct read would be
 does not list does not exist (no relationship), a rule that refuses the caller is a 401/403, and an
 owner rule embeds the caller's rows only. Each embed level is one query over all the parent rows
 (`IN` over their keys, KEY_CHUNK at a time), never one per row; `!inner` is an EXISTS in the
-parent's WHERE, so paging and counting see only the parents that remain."""
+parent's WHERE, so paging and counting see only the parents that remain.
+
+A read's queries are planned and prepared once per shape of request, as a plain read's are
+(rest/reflection.py): values, the owner's id and the parents' keys are parameters, and the queries
+run straight on the DBAPI. There, a to-one embed on a unique key is a LEFT JOIN in the top query
+(`_joinable` says when that reads the same rows)."""
 
 import functools
 import itertools
