@@ -598,9 +598,9 @@ def _grant(policy, who, values, signature):
 
 
 def _compile(level, policy, offset, limit):
-    """The Plan of a Level tree planned with named parameters, its table under `policy`. Its to-one
-    embeds that can be are read in the top query (_joinable): after the top level's columns, each
-    one's key (NULL: no match) and its own columns."""
+    """The Plan of a Level tree planned with named parameters, its table under `policy`. The to-one
+    embeds `_joinable` allows are read in the top query: after the top level's columns, each one's
+    key (NULL: no match), then its own columns."""
     columns = [level.column(name) for name in level.needed()]
     source = level.table
     for child in _joinable(level, policy):
