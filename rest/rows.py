@@ -168,7 +168,7 @@ def _check_not_embedded(write):
 
 def _select(table, access, request):
     if not request.query.plain:
-        return transactions.read(_select_embedded, table, access, request)
+        return _select_embedded(table, access, request)
     plan, values = reflection.read_plan(table, request.query, access.action, request.offset, request.limit)
     found, total = reflection.run_plan(plan, values, rows=request.limit != 0, count=request.count)
     found = json_rows(plan.shape, found or ())
@@ -176,13 +176,11 @@ def _select(table, access, request):
 
 
 def _select_embedded(table, access, request):
-    order = reflection.ordering(request.query.order, table)
-    level = embeds.plan(table.name, table, request.query, access.who, access.action, order)
-    found = []
-    if request.limit != 0:
-        found = embeds.read(level, request.offset, request.limit)
-    total = reads.count(table, level.where) if request.count else None
-    return Page(single(request.media, found), level.names(), total)
+    query, grant = request.query, access.action
+    found, total, names = embeds.read(
+        table, query, access.who, grant, request.offset, request.limit, count=request.count
+    )
+    return Page(single(request.media, found), names, total)
 
 
 def _embedded_reader(table, access, write):

@@ -14,7 +14,9 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
+from database import transactions
 from extensions import db
+from rest import embeds, reads
 from support import Api, assert_rest_error, serve_app
 
 TABLES = """
@@ -463,7 +465,7 @@ def test_a_bad_embed_on_a_write_is_a_400_and_writes_nothing(blog):
 # --- no N+1
 
 
-def test_the_number_of_queries_does_not_grow_with_the_rows(blog):
+def test_the_number_of_queries_does_not_grow_with_the_rows(blog, monkeypatch):
     with blog.engine.begin() as connection:
         connection.execute(
             posts.insert(), [{"id": n, "author_id": 1 + n % 3, "title": f"p{n}"} for n in range(4, 101)]
@@ -480,6 +482,13 @@ def test_the_number_of_queries_does_not_grow_with_the_rows(blog):
     def record(connection, cursor, statement, *args):
         statements.append(statement)
 
+    run = transactions.run_prepared
+
+    def run_and_record(engine, values, *prepared):
+        statements.extend(statement.sql for statement in prepared)
+        return run(engine, values, *prepared)
+
+    monkeypatch.setattr(transactions, "run_prepared", run_and_record)
     counts = {}
     for parents in (1, 10, 100):
         statements.clear()
@@ -490,7 +499,62 @@ def test_the_number_of_queries_does_not_grow_with_the_rows(blog):
             sa.event.remove(engine, "before_cursor_execute", record)
         assert len(rows) == parents and all(row["users"] for row in rows)
         counts[parents] = len([s for s in statements if s.lstrip().upper().startswith("SELECT")])
-    assert counts[1] == counts[10] == counts[100] == 6, counts  # the posts, then one per embed
+    # the posts with post_stats (a to-one embed, joined), then one per other embed: users is not
+    # joined, its name being met again under comments
+    assert counts[1] == counts[10] == counts[100] == 5, counts
+
+
+# --- prepared plans: one per shape of request, each request's values its own
+
+
+def test_a_planned_shape_reads_each_requests_values(blog, monkeypatch):
+    query = "posts?select=id,users(username),comments(body)&comments.body=like.{}&id=lte.{}"
+    assert blog.get(query.format("*x*", 3)) == [
+        {"id": 1, "users": {"username": "ann"}, "comments": [{"body": "great xx"}]},
+        {"id": 2, "users": {"username": "ann"}, "comments": []},
+        {"id": 3, "users": {"username": "bob"}, "comments": []},
+    ]
+    planned = []
+    plan = embeds.Planner.plan
+    monkeypatch.setattr(embeds.Planner, "plan", lambda self, *args: planned.append(1) or plan(self, *args))
+    assert blog.get(query.format("*i*", 1)) == [
+        {"id": 1, "users": {"username": "ann"}, "comments": [{"body": "nice"}]}
+    ]
+    assert blog.get(query.format("*b*", 3))[2] == {
+        "id": 3, "users": {"username": "bob"}, "comments": [{"body": "hi bob"}]
+    }  # fmt: skip
+    assert planned == []  # the shape was planned by the first request
+    # an `in` list runs through SQLAlchemy, with the same answer
+    rows = blog.get("posts?select=id,comments(body)&comments.body=in.(nice,hi bob)&id=lte.3")
+    assert [row["comments"] for row in rows] == [[{"body": "nice"}], [], [{"body": "hi bob"}]]
+
+
+def test_parents_keys_in_several_chunks_give_every_parent_its_rows(blog, monkeypatch):
+    query = "posts?select=id,users(username),comments(id),tags(label),post_stats(count)"
+    expected = blog.get(query)
+    monkeypatch.setattr(reads, "KEY_CHUNK", 2)
+    assert blog.get(query) == expected
+    assert [row["post_stats"] for row in expected] == [{"count": 1}, {"count": 0}, {"count": 1}]
+    assert [len(row["comments"]) for row in expected] == [3, 0, 1]
+
+
+def test_a_joined_to_one_embed_keeps_its_filters_rules_and_own_embeds(blog):
+    """A to-one embed read by a LEFT JOIN in its parent's query: its filters and rules in the ON
+    (a parent without a match keeps its row), its own embeds fetched by its key."""
+    rows = blog.get("posts?select=id,author:users(username,posts(id))&order=id")
+    assert rows == [
+        {"id": 1, "author": {"username": "ann", "posts": [{"id": 1}, {"id": 2}]}},
+        {"id": 2, "author": {"username": "ann", "posts": [{"id": 1}, {"id": 2}]}},
+        {"id": 3, "author": {"username": "bob", "posts": [{"id": 3}]}},
+    ]
+    rows = blog.get("posts?select=id,...post_stats(views),users(username)&users.username=eq.bob")
+    assert rows == [
+        {"id": 1, "views": 100, "users": None},
+        {"id": 2, "views": None, "users": None},
+        {"id": 3, "views": 7, "users": {"username": "bob"}},
+    ]
+    response = blog.anon.get("/rest/v1/posts?select=id,post_stats(views)&limit=1&offset=2")
+    assert response.json == [{"id": 3, "post_stats": {"views": 7}}]
 
 
 # --- the official Python client, over HTTP

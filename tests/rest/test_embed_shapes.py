@@ -120,3 +120,55 @@ def test_spreading_a_to_many_embed_makes_correlated_arrays(rest):
         {"id": 2, "labels": [], "ids": []},
         {"id": 3, "labels": ["z"], "ids": [3]},
     ]
+
+
+FLAGGED = """
+[tables.labels]
+select = "anon"
+
+[tables.notes]
+select = "anon"
+
+[tables.notes.policies]
+select = "flag = 0"
+"""
+
+
+@pytest.fixture
+def flagged(make_app, database_url, tmp_path, anon_key):
+    """notes under a row policy whose SQL names `flag` without its table, and labels, the to-one
+    embed of a note, which has a `flag` of its own."""
+    engine = sa.create_engine(database_url)
+    metadata = sa.MetaData()
+    labels = sa.Table(
+        "labels",
+        metadata,
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+        sa.Column("flag", sa.Integer, nullable=False),
+    )
+    notes = sa.Table(
+        "notes",
+        metadata,
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+        sa.Column("label_id", sa.Integer, sa.ForeignKey("labels.id"), nullable=False),
+        sa.Column("flag", sa.Integer, nullable=False),
+    )
+    metadata.create_all(engine)
+    with engine.begin() as connection:
+        connection.execute(labels.insert(), [{"id": 1, "flag": 1}, {"id": 2, "flag": 0}])
+        connection.execute(
+            notes.insert(),
+            [{"id": 1, "label_id": 1, "flag": 0}, {"id": 2, "label_id": 2, "flag": 1}],
+        )
+    engine.dispose()
+    config = tmp_path / "tables.toml"
+    config.write_text(FLAGGED)
+    return Api(make_app(TABLES_CONFIG=str(config)), anon_key)
+
+
+def test_a_to_one_embed_under_a_parent_row_policy_keeps_the_policy_to_its_table(flagged):
+    # The policy's `flag` is the note's: the label's own flag neither hides nor shows a note.
+    rows = get(flagged, "notes?select=id,labels(id,flag)")
+    assert rows == [{"id": 1, "labels": {"id": 1, "flag": 1}}]
+    rows = get(flagged, "labels?select=id,notes(id)&order=id")
+    assert rows == [{"id": 1, "notes": [{"id": 1}]}, {"id": 2, "notes": []}]
