@@ -38,7 +38,8 @@ def row(key):  # the least a read by key can do: one sqlite3 query on a connecti
         local.db = sqlite3.connect(sys.argv[3])
     found = local.db.execute(SQL + "?", (key,))
     return [dict(zip(COLUMNS, r)) for r in found.fetchall()]
-LIST = "SELECT id, name, location, price, owner_id FROM items WHERE location LIKE ? AND id > ? ORDER BY name NULLS LAST LIMIT 50"
+LIST = ("SELECT id, name, location, price, owner_id FROM items WHERE location LIKE ? AND id > ?"
+        " ORDER BY name NULLS LAST LIMIT 50")
 @app.get("/list")
 def rows():  # the filtered list of the bench on the same terms: one query, the rows as JSON
     if not hasattr(local, "db"):

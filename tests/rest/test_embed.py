@@ -484,9 +484,9 @@ def test_the_number_of_queries_does_not_grow_with_the_rows(blog, monkeypatch):
 
     run = transactions.run_prepared
 
-    def run_and_record(engine, values, *prepared):
+    def run_and_record(engine, values, *prepared, **options):
         statements.extend(statement.sql for statement in prepared)
-        return run(engine, values, *prepared)
+        return run(engine, values, *prepared, **options)
 
     monkeypatch.setattr(transactions, "run_prepared", run_and_record)
     counts = {}
