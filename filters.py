@@ -1088,10 +1088,12 @@ MAX_EMBED_DEPTH = 4
 STAR = SelectItem("*", "*")
 
 
+@functools.lru_cache(maxsize=256)
 def parse_select_tree(text: str | None) -> tuple[SelectItem | EmbedItem, ...]:
     """The select= text as items, syntax only: SelectItem("*", "*") for all columns, SelectItem for
     a column (not yet checked against a table), EmbedItem for related rows, nested to
-    MAX_EMBED_DEPTH."""
+    MAX_EMBED_DEPTH. An app sends the same few selects again and again, and the items are frozen:
+    each text is parsed once (a text that is a FilterError is not kept)."""
     if text is None or text.strip() in ("", "*"):
         return (STAR,)
     count = text.count(",") + 1
