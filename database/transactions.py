@@ -22,6 +22,7 @@ spaced by a random, growing pause, so that writers who collided do not collide a
 A unit that starts inside another joins it: only the outermost commits. `CommitAndRaise` ends a
 unit with an error after committing what it wrote (a counted failure, a revoked session)."""
 
+import contextlib
 import contextvars
 import functools
 import logging
@@ -281,6 +282,7 @@ def run_prepared(engine, values, *statements, own=None):
                 deadline.start()
             cursor.execute(statement.sql, parameters)
             results.append(_rows(statement, cursor.fetchall(), cursor.description, dialect))
+        cursor.close()
     except dialect.loaded_dbapi.Error as exc:
         lost = connection is not None and dialect.is_disconnect(exc, connection.dbapi_connection, cursor)
         if lost:
@@ -292,10 +294,11 @@ def run_prepared(engine, values, *statements, own=None):
             hide_parameters=engine.hide_parameters, connection_invalidated=lost, dialect=dialect,
         ) from exc  # fmt: skip
     finally:
-        if cursor is not None:
-            cursor.close()  # a statement left open would hold a SQLite snapshot on a kept connection
-        if connection is not None and own is None:
+        if own is None and connection is not None:
             connection.close()  # back to the pool: rolled back, or nothing to roll back (autocommit)
+        elif cursor is not None:  # a statement left open would hold a snapshot on a kept connection
+            with contextlib.suppress(dialect.loaded_dbapi.Error):
+                cursor.close()
     return results
 
 
