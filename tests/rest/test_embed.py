@@ -54,6 +54,10 @@ owner_column = "user_id"
 [tables.audit]
 select = "service_role"
 
+[tables.post_notes]
+select = "owner"
+owner_column = "user_id"
+
 [tables.post_titles]
 select = "anon"
 primary_key = "id"
@@ -119,6 +123,13 @@ drafts = sa.Table(  # read under the owner rule
     sa.Column("user_id", sa.Integer, nullable=False),
     sa.Column("text", sa.String(50)),
 )
+post_notes = sa.Table(  # one-to-one with posts, read under the owner rule: a joined to-one embed
+    "post_notes",
+    schema,
+    sa.Column("post_id", sa.Integer, sa.ForeignKey("posts.id"), primary_key=True, autoincrement=False),
+    sa.Column("user_id", sa.Integer, nullable=False),
+    sa.Column("note", sa.String(50), nullable=False),
+)
 audit = sa.Table(  # service_role only
     "audit",
     schema,
@@ -140,6 +151,7 @@ SEED = [
     (reviews, [(1, 1, 2)]),
     (legacy, [(1, 2, "old"), (2, None, "orphan")]),
     (drafts, [(1, 1, 1, "ann's draft"), (2, 1, 2, "bob's draft")]),
+    (post_notes, [(1, 1, "ann's note"), (3, 2, "bob's note")]),
     (audit, [(1, 1)]),
     (hidden, [(1, 1)]),
 ]
@@ -555,6 +567,30 @@ def test_a_joined_to_one_embed_keeps_its_filters_rules_and_own_embeds(blog):
     ]
     response = blog.anon.get("/rest/v1/posts?select=id,post_stats(views)&limit=1&offset=2")
     assert response.json == [{"id": 3, "post_stats": {"views": 7}}]
+
+
+def test_a_joined_to_one_embed_under_an_owner_rule_shows_each_caller_their_own_row(blog):
+    """post_notes is one-to-one with posts, so it is read by a LEFT JOIN whose ON carries the owner
+    rule: one plan serves both callers, each with their own id, and a row of another owner is
+    null, never shown; without a signed-in caller the rule refuses, as for a direct read."""
+    query = "posts?select=id,post_notes(note)&order=id"
+    for _ in range(2):  # the second round runs the plans the first one made
+        assert blog.get(query, token=blog.tokens["ann"]) == [
+            {"id": 1, "post_notes": {"note": "ann's note"}},
+            {"id": 2, "post_notes": None},
+            {"id": 3, "post_notes": None},
+        ]
+        assert blog.get(query, token=blog.tokens["bob"]) == [
+            {"id": 1, "post_notes": None},
+            {"id": 2, "post_notes": None},
+            {"id": 3, "post_notes": {"note": "bob's note"}},
+        ]
+    assert_rest_error(blog.anon.get(f"/rest/v1/{query}"), 401)
+    # a filter on the embed cannot reach another owner's row either
+    rows = blog.get(
+        "posts?select=id,post_notes(note)&post_notes.user_id=eq.2&id=eq.3", token=blog.tokens["ann"]
+    )
+    assert rows == [{"id": 3, "post_notes": None}]
 
 
 # --- the official Python client, over HTTP
