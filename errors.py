@@ -3,6 +3,11 @@
 own `PGRST…` codes; Storage's are Supabase Storage's. blueprints/responses.py renders them in the body
 each API promises."""
 
+# The WSGI environ key under which the server hands the app an HTTP error it found in a request before
+# the app could read it (one it could not parse, headers or a body over its limits): the app raises
+# it, so that its answer is the API's JSON error. A client cannot set it: headers become HTTP_* keys.
+REFUSED_BY_SERVER = "minibase.refused"
+
 
 class Auth:
     """The auth API's error codes (GoTrue's names)."""

@@ -16,7 +16,7 @@ from auth import tokens
 from auth.identity import Identity, identify
 from blueprints import responses
 from database import transactions
-from errors import APIError, Auth, Rest, Storage, bad_jwt, no_authorization, storage_error
+from errors import REFUSED_BY_SERVER, APIError, Auth, Rest, Storage, bad_jwt, no_authorization, storage_error
 
 PROTECTED_PREFIXES = ("/auth/v1", "/rest/v1", "/storage/v1")
 # Reached by a browser from a link in a mail or a provider's redirect, which cannot add a header:
@@ -50,6 +50,8 @@ def init_app(app):
 def before():
     """Every request, before its view: the clock starts, a preflight is answered, the key checked."""
     g.started = time.perf_counter()
+    if (refused := request.environ.get(REFUSED_BY_SERVER)) is not None:
+        raise refused  # the server could not read the request (runtime.server.Refusal)
     return answer_preflight() or require_api_key()
 
 

@@ -26,6 +26,7 @@ HTTP_ERROR_CODES = {
     406: (Auth.NOT_ACCEPTABLE, Rest.NOT_ACCEPTABLE),
     413: (Auth.REQUEST_TOO_LARGE, Rest.TOO_LARGE),
     415: (Auth.UNSUPPORTED_MEDIA_TYPE, Rest.BAD_BODY),
+    431: (Auth.REQUEST_TOO_LARGE, Rest.TOO_LARGE),
     429: (Auth.OVER_REQUEST_RATE_LIMIT, Rest.RATE_LIMITED),
 }
 # The same for the storage API: its code and the `error` name Supabase Storage sends with it.
@@ -33,6 +34,7 @@ STORAGE_HTTP_ERRORS = {
     404: (Storage.NOT_FOUND, "Not Found"),
     405: (Storage.METHOD_NOT_ALLOWED, "Method Not Allowed"),
     413: (Storage.ENTITY_TOO_LARGE, "Payload too large"),
+    431: (Storage.INVALID_REQUEST, "Request Header Fields Too Large"),
     429: (Storage.RATE_LIMITED, "Too Many Requests"),
 }
 

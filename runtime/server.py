@@ -1,15 +1,29 @@
 """Serving the app with waitress: connection limits and timeouts so idle or slow clients cannot take
 the service offline, and a drain on SIGTERM and SIGINT: the listener closes, requests in flight
-finish and are answered (up to DRAIN_SECONDS), then serve() returns and the process exits 0."""
+finish and are answered (up to DRAIN_SECONDS), then serve() returns and the process exits 0.
+
+waitress answers some requests itself, before the app sees them: one it cannot parse (a bad byte in
+the request line, a lowercase method, a header line without a colon), headers or a body over its
+limits. Those are handed to the app (Refusal), which answers them in the JSON error body of the API
+the path names, as it answers everything else. And a request without a body that asks
+`Expect: 100-continue` is answered, not left waiting for a body that never comes (Channel)."""
 
 import logging
+import re
 import resource
 import signal
 import threading
 import time
 
 from waitress import wasyncore
-from waitress.server import create_server
+from waitress.adjustments import Adjustments
+from waitress.channel import HTTPChannel
+from waitress.parser import HTTPRequestParser
+from waitress.server import TcpWSGIServer
+from waitress.task import WSGITask
+from werkzeug.exceptions import BadRequest, RequestEntityTooLarge, RequestHeaderFieldsTooLarge
+
+from errors import REFUSED_BY_SERVER
 
 log = logging.getLogger("minibase")
 
@@ -18,6 +32,13 @@ CHANNEL_TIMEOUT = 20  # seconds a connection may sit idle or half-sent before it
 CLEANUP_INTERVAL = 5  # seconds between looks for such connections
 DRAIN_SECONDS = 30
 POLL_SECONDS = 0.5  # how long the loop waits for a socket before it looks at the stop flag again
+REQUEST_LINE_BYTES = 8192  # what a refused request's start is kept of, to find its path
+API_PREFIXES = ("/auth/v1", "/rest/v1", "/storage/v1")
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+# The request headers a refused request is answered with: those that choose the error body's shape
+# (an official SDK's), and the Origin a browser needs the CORS headers for to read the answer.
+SHAPING_HEADERS = frozenset({"X_SUPABASE_API_VERSION", "X_CLIENT_INFO", "ACCEPT_PROFILE", "CONTENT_PROFILE",
+                             "ORIGIN"})  # fmt: skip
 
 
 def _allow_open_files(needed):
@@ -29,16 +50,102 @@ def _allow_open_files(needed):
         resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
 
 
+class Parser(HTTPRequestParser):
+    """waitress's request parser, keeping the first bytes it was sent: a request it refuses may not
+    have parsed as far as its path, or (headers over the limit) was parsed as `GET /` instead."""
+
+    start = b""
+
+    def received(self, data):
+        if not self.headers_finished and len(self.start) < REQUEST_LINE_BYTES:
+            self.start += data[: REQUEST_LINE_BYTES - len(self.start)]
+        return super().received(data)
+
+
+class Refusal(WSGITask):
+    """A request waitress refused (`request.error`), answered by the app rather than in waitress's
+    text/plain: the app gets a request for the API's root with the same method and the headers that
+    shape an error body, and the HTTP error to raise (REFUSED_BY_SERVER), so that the answer is
+    that API's JSON error, with the headers and the log line every answer has. The connection is
+    closed after it: what follows a refused request on it cannot be trusted to be a request."""
+
+    def execute(self):
+        self.set_close_on_finish()
+        super().execute()
+
+    def get_environment(self):
+        request = self.request
+        method, path = requested(request.start)
+        request.command, request.path, request.query, request.request_uri = method, path, "", path
+        request.url_scheme = self.channel.server.adj.url_scheme
+        request.headers = {name: value for name, value in request.headers.items() if name in SHAPING_HEADERS}
+        request.body_rcv = None
+        environ = super().get_environment()
+        environ[REFUSED_BY_SERVER] = self.channel.server.http_error(request.error, path)
+        return environ
+
+
+def requested(start):
+    """The method and the API root of a request from its first bytes, read leniently: (GET, "/")
+    for what names neither a method nor one of the APIs."""
+    words = start.lstrip().split(b"\r\n", 1)[0].split(b"\n", 1)[0].split(b" ")
+    method = words[0].decode("latin-1")
+    target = words[1].decode("latin-1") if len(words) > 1 else ""
+    path = re.sub(r"^[a-zA-Z][a-zA-Z0-9+.-]*://[^/]*", "", target)  # absolute-form: http://host/path
+    api = next((prefix for prefix in API_PREFIXES if path == prefix or path.startswith(prefix + "/")), "/")
+    return (method if method in METHODS else "GET"), api
+
+
+class Channel(HTTPChannel):
+    """waitress's connection, answering with Parser and Refusal."""
+
+    parser_class = Parser
+    error_task_class = Refusal
+
+    def send_continue(self):
+        # A request with no body is complete once its headers are in: waitress would send
+        # `100 Continue`, mark the request incomplete again and wait for a body that never comes.
+        if self.request.completed:
+            self.request.expect_continue = False
+            return
+        super().send_continue()
+
+
+class Server(TcpWSGIServer):
+    """waitress's server with minibase's Channel; `limits` are the app's request size limits that a
+    refusal names."""
+
+    channel_class = Channel
+
+    def __init__(self, app, limits, *args, **kwargs):
+        super().__init__(app, *args, **kwargs)
+        self.limits = limits
+
+    def http_error(self, error, path):
+        """The HTTP error the app answers for waitress's `error` of a request to `path`."""
+        message = str(error.body)[:200]
+        if error.code == 431:
+            return RequestHeaderFieldsTooLarge(
+                f"The request's headers exceed the limit of {self.adj.max_request_header_size} bytes"
+            )
+        if error.code == 413:
+            if path.startswith("/storage/"):
+                limit = self.limits["STORAGE_FILE_SIZE_LIMIT"]
+                return RequestEntityTooLarge(f"The object exceeded the maximum allowed size ({limit} bytes)")
+            limit = self.limits["MAX_CONTENT_LENGTH"]
+            return RequestEntityTooLarge(f"The request body exceeds the limit of {limit} bytes")
+        # 400 (malformed), and 501 (a Transfer-Encoding other than chunked): a client's doing, a 400.
+        return BadRequest(f"Malformed HTTP request: {message}")
+
+
 def make_server(app, host, port, threads, sockets=None):
-    """A waitress server bound to host:port, or accepting on `sockets` already listening."""
+    """A waitress server bound to host:port, or accepting on `sockets` (one, already listening)."""
     proxies = _trusted_proxies(app.config.get("TRUSTED_PROXIES", 0))
     _allow_open_files(CONNECTION_LIMIT + 100)
     # Under load waitress logs a warning for every queued request; the request log says enough.
     logging.getLogger("waitress.queue").setLevel(logging.ERROR)
-    where = {"sockets": sockets} if sockets else {"host": host, "port": port}
-    return create_server(
-        app,
-        **where,
+    adjustments = Adjustments(
+        **({} if sockets else {"host": host, "port": port}),
         threads=threads,
         connection_limit=CONNECTION_LIMIT,
         channel_timeout=CHANNEL_TIMEOUT,
@@ -48,6 +155,12 @@ def make_server(app, host, port, threads, sockets=None):
         max_request_body_size=app.config["STORAGE_FILE_SIZE_LIMIT"] + 1024 * 1024,
         **proxies,
     )
+    limits = {name: app.config[name] for name in ("STORAGE_FILE_SIZE_LIMIT", "MAX_CONTENT_LENGTH")}
+    if not sockets:
+        return Server(app, limits, {}, adj=adjustments)
+    (sock,) = sockets
+    where = (sock.family, sock.type, sock.proto, sock.getsockname())
+    return Server(app, limits, {}, _sock=sock, adj=adjustments, bind_socket=False, sockinfo=where)
 
 
 def _trusted_proxies(hops):
