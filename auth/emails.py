@@ -8,7 +8,6 @@ through mail.py within the transaction that made its token: if it cannot be sent
 user made for it) is rolled back with it."""
 
 import hmac
-import re
 import secrets
 import time
 from datetime import timedelta
@@ -17,6 +16,7 @@ from urllib.parse import quote, urlencode
 from sqlalchemy import delete, select, update
 
 from auth import accounts, mail, pkce, sessions, tokens
+from auth.redirects import redirect_target
 from auth.users import is_banned, load_user, user_object
 from config import setting
 from database import transactions
@@ -71,26 +71,6 @@ def _code_hash(user_id, purpose, code):
 
 
 # --- links
-
-
-def _glob(pattern):
-    """A REDIRECT_ALLOW_LIST pattern as a regex: `*` stays within one host label or path segment
-    (it never crosses `.` or `/`), `**` crosses anything, `?` is one such character."""
-    parts = re.split(r"(\*\*|\*|\?)", pattern)
-    translated = {"**": ".*", "*": r"[^./]*", "?": r"[^./]"}
-    return re.compile("".join(translated.get(part, re.escape(part)) for part in parts) + r"\Z")
-
-
-def redirect_target(redirect_to):
-    """`redirect_to` when REDIRECT_ALLOW_LIST admits it (or it is SITE_URL itself), else
-    SITE_URL: no link hands its tokens to a site nobody listed."""
-    site = setting("SITE_URL")
-    if not redirect_to:
-        return site
-    patterns = [p.strip() for p in setting("REDIRECT_ALLOW_LIST").split(",") if p.strip()]
-    if redirect_to == site or any(_glob(pattern).match(redirect_to) for pattern in patterns):
-        return redirect_to
-    return site
 
 
 def action_link(token, purpose, redirect_to):

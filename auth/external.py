@@ -16,8 +16,9 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
 from auth import accounts, pkce, providers, sessions, tokens
-from auth.emails import redirect_target, with_fragment, with_query
+from auth.emails import with_fragment, with_query
 from auth.passwords import unusable_hash
+from auth.redirects import redirect_target
 from auth.users import identities, load_user, user_object
 from config import setting
 from database import transactions

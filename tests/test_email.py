@@ -205,6 +205,140 @@ def test_links_lead_only_where_the_allow_list_says(api, smtp, asked, used):
     assert target == used
 
 
+# The issue's spellings of host 1249763210 (or of `evil`) that a raw-string glob took for a
+# subdomain of example.com; every route that redirects must fall back to SITE_URL for each.
+HOSTILE = [
+    "https://1249763210%3F.example.com/x",
+    "https://[2001:db8::1]?.example.com/x",
+    "https://evil\\.example.com/x",
+]
+WILDCARD = {"REDIRECT_ALLOW_LIST": "https://*.example.com/**", "EMAIL_RATE_LIMIT": 0}
+
+
+def mailed_target(api, smtp, to):
+    """The redirect_to that the last mail's link carries, and where following the link leads."""
+    link, _ = link_and_code(smtp.last(to))
+    target, fragment = follow(api, link)
+    return parse_qs(urlsplit(link).query)["redirect_to"][0], target, fragment
+
+
+def assert_sent_to_the_site(api, smtp, to):
+    carried, target, fragment = mailed_target(api, smtp, to)
+    assert carried == SITE and target == SITE, (carried, target)
+    assert "access_token" in fragment
+
+
+@pytest.mark.parametrize("asked", HOSTILE)
+def test_a_hostile_redirect_on_recover_falls_back_to_the_site(make_mailing_app, anon_key, smtp, asked):
+    api = Api(make_mailing_app(**WILDCARD), anon_key)
+    api.sign_up()
+    api.post("/auth/v1/recover", query_string={"redirect_to": asked}, json={"email": "ann@example.com"})
+    assert_sent_to_the_site(api, smtp, "ann@example.com")
+
+
+@pytest.mark.parametrize("asked", HOSTILE)
+def test_a_hostile_redirect_on_otp_falls_back_to_the_site(make_mailing_app, anon_key, smtp, asked):
+    api = Api(make_mailing_app(**WILDCARD), anon_key)
+    api.post("/auth/v1/otp", query_string={"redirect_to": asked}, json={"email": "magic@example.com"})
+    assert_sent_to_the_site(api, smtp, "magic@example.com")
+
+
+@pytest.mark.parametrize("asked", HOSTILE)
+def test_a_hostile_redirect_on_signup_and_resend_falls_back_to_the_site(
+    make_mailing_app, anon_key, smtp, asked
+):
+    api = Api(make_mailing_app(MAILER_AUTOCONFIRM=False, **WILDCARD), anon_key)
+    body = {"email": "new@example.com", "password": "secret-pw"}
+    assert api.post("/auth/v1/signup", query_string={"redirect_to": asked}, json=body).status_code == 200
+    carried, _, _ = mailed_target(api, smtp, "new@example.com")  # following it used the token up
+    assert carried == SITE
+    api.post("/auth/v1/signup", json={"email": "two@example.com", "password": "secret-pw"})
+    api.post(
+        "/auth/v1/resend",
+        query_string={"redirect_to": asked},
+        json={"type": "signup", "email": "two@example.com"},
+    )
+    assert_sent_to_the_site(api, smtp, "two@example.com")
+
+
+@pytest.mark.parametrize("asked", HOSTILE)
+def test_a_hostile_redirect_on_an_address_change_falls_back_to_the_site(
+    make_mailing_app, anon_key, smtp, asked
+):
+    api = Api(make_mailing_app(MAILER_AUTOCONFIRM=False, **WILDCARD), anon_key)
+    Api(make_mailing_app(), anon_key).sign_up()
+    token = api.sign_in().json["access_token"]
+    changed = api.put(
+        "/auth/v1/user", token=token, query_string={"redirect_to": asked}, json={"email": "ann@new.example"}
+    )
+    assert changed.status_code == 200
+    assert_sent_to_the_site(api, smtp, "ann@new.example")
+
+
+@pytest.mark.parametrize("asked", HOSTILE)
+def test_a_hostile_redirect_on_invite_and_generate_link_falls_back_to_the_site(
+    make_mailing_app, anon_key, service_key, smtp, asked
+):
+    app = make_mailing_app(**WILDCARD)
+    api, admin = Api(app, anon_key), Api(app, service_key)
+    assert (
+        admin.post(
+            "/auth/v1/invite", query_string={"redirect_to": asked}, json={"email": "g@example.com"}
+        ).status_code
+        == 200
+    )
+    assert_sent_to_the_site(api, smtp, "g@example.com")
+    api.sign_up()
+    for sent in ({"json": {"redirect_to": asked}}, {"query_string": {"redirect_to": asked}, "json": {}}):
+        body = {"type": "magiclink", "email": "ann@example.com", **sent.pop("json")}
+        generated = admin.post("/auth/v1/admin/generate_link", json=body, **sent).json
+        assert generated["redirect_to"] == SITE
+        assert parse_qs(urlsplit(generated["action_link"]).query)["redirect_to"][0] == SITE
+        target, fragment = follow(api, generated["action_link"])
+        assert target == SITE and "access_token" in fragment
+
+
+@pytest.mark.parametrize("asked", HOSTILE)
+def test_a_hostile_redirect_on_the_mailed_link_itself_falls_back_to_the_site(
+    make_mailing_app, anon_key, smtp, asked
+):
+    """GET /verify checks the redirect_to it is given, not only the one the mail was sent with: a
+    link whose redirect_to was edited, or one never mailed by us, lands on SITE_URL too."""
+    api = Api(make_mailing_app(**WILDCARD), anon_key)
+    api.sign_up()
+    api.post("/auth/v1/recover", json={"email": "ann@example.com"})
+    link, _ = link_and_code(smtp.last("ann@example.com"))
+    parts = urlsplit(link)
+    query = {key: values[0] for key, values in parse_qs(parts.query).items()}
+    response = api.get(parts.path, query_string={**query, "redirect_to": asked})
+    assert response.status_code == 303
+    target, _, fragment = response.headers["Location"].partition("#")
+    assert target == SITE and "access_token=" in fragment
+    # A dead link's error goes to the site too.
+    response = api.get(parts.path, query_string={**query, "redirect_to": asked})
+    assert response.headers["Location"].startswith(f"{SITE}#error=access_denied")
+
+
+def test_a_wildcard_still_admits_its_own_subdomains_on_every_route(
+    make_mailing_app, anon_key, service_key, smtp
+):
+    """The control: the same routes keep a redirect_to that the pattern does admit."""
+    app = make_mailing_app(**WILDCARD)
+    api, admin = Api(app, anon_key), Api(app, service_key)
+    api.sign_up()
+    own = "https://shop.example.com/welcome"
+    api.post("/auth/v1/recover", query_string={"redirect_to": own}, json={"email": "ann@example.com"})
+    carried, target, fragment = mailed_target(api, smtp, "ann@example.com")
+    assert carried == own and target == own and "access_token" in fragment
+    api.post("/auth/v1/otp", query_string={"redirect_to": own}, json={"email": "ann@example.com"})
+    assert mailed_target(api, smtp, "ann@example.com")[1] == own
+    generated = admin.post(
+        "/auth/v1/admin/generate_link",
+        json={"type": "magiclink", "email": "ann@example.com", "redirect_to": own},
+    )
+    assert generated.json["redirect_to"] == own
+
+
 def test_unknown_addresses_get_the_same_answer_and_no_mail(api, smtp):
     response = api.post("/auth/v1/recover", json={"email": "nobody@example.com"})
     assert response.status_code == 200 and response.json == {}

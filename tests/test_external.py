@@ -10,7 +10,7 @@ import re
 import secrets
 import subprocess
 import time
-from urllib.parse import parse_qs, urljoin, urlsplit
+from urllib.parse import parse_qs, urlencode, urljoin, urlsplit
 
 import pytest
 import requests
@@ -281,6 +281,30 @@ def test_pkce_codes_are_single_use_bound_to_their_verifier_and_expire(world, ano
 def test_bad_authorize_requests(world, params, error_code):
     response = requests.get(authorize_url(world, **params), allow_redirects=False)
     assert response.status_code == 400 and response.json()["error_code"] == error_code
+
+
+@pytest.mark.parametrize(
+    "asked",
+    [
+        "http://1249763210%3F.app.example/x",
+        "http://[2001:db8::1]?.app.example/x",
+        "http://evil\\.app.example/x",
+    ],
+)
+def test_a_hostile_redirect_through_authorize_and_callback_lands_on_the_site(make_world, asked):
+    """With `http://*.app.example/**` allowed, a spelling of another host that a raw-string glob
+    took for a subdomain gets the session at SITE_URL, never at that host."""
+    world = make_world(REDIRECT_ALLOW_LIST="http://*.app.example/**")
+    start = f"{world['base']}/auth/v1/authorize?{urlencode({'provider': 'keycloak', 'redirect_to': asked})}"
+    landed = browse(start, stop_at="http://1249763210")
+    assert landed.startswith("http://app.example#") and "access_token" in fragment(landed), landed
+    # The control: a subdomain the pattern admits keeps its session.
+    own = "http://shop.app.example/welcome"
+    landed = browse(
+        f"{world['base']}/auth/v1/authorize?{urlencode({'provider': 'keycloak', 'redirect_to': own})}",
+        stop_at=own,
+    )
+    assert landed.startswith(f"{own}#") and "access_token" in fragment(landed), landed
 
 
 def test_forged_replayed_expired_state_and_denied_consent(world, monkeypatch):
