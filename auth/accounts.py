@@ -36,6 +36,7 @@ from extensions import db, limiter, state
 from models import (
     METADATA_COLUMNS,
     PROFILE_FIELDS,
+    Factor,
     FailedSignIn,
     Profile,
     Session,
@@ -289,8 +290,25 @@ def current_user(user_id):
 def update_user(who, fields):
     """PATCH/PUT /user: flat fields win over the same keys in `data`; a new password ends the
     user's other sessions."""
+    require_aal2_for_credentials(who, fields)
     change_user(who.user_id, fields, keep_session=who.session_id)
     return current_user(who.user_id)
+
+
+def require_aal2_for_credentials(who, fields):
+    """GoTrue's rule: once a user has a verified second factor, a password sign-in or a recovery
+    link (aal1) no longer changes the password or the address; that takes the second factor too."""
+    new_email = fields.get("email")
+    changes_email = new_email is not None and new_email != (who.user.email or "").strip().lower()
+    if not (fields.get("password") or changes_email):
+        return
+    verified = select(Factor.id).where(Factor.user_id == who.user_id, Factor.status == "verified").limit(1)
+    if db.session.execute(verified).first() is not None and sessions.level(who.session_id) != sessions.AAL2:
+        raise APIError(
+            401,
+            Auth.INSUFFICIENT_AAL,
+            "AAL2 session is required to update email or password when MFA is enabled.",
+        )
 
 
 def change_user(user_id, fields, keep_session=None):

@@ -253,6 +253,7 @@ def _record_email_change(user_id, new_email):
 def update_user_confirming_email(who, fields, redirect_to):
     """PATCH /user with MAILER_AUTOCONFIRM off: every other field changes now, the address only when
     the link mailed to it is followed."""
+    accounts.require_aal2_for_credentials(who, fields)
     new_email = fields.pop("email")
     accounts.change_user(who.user_id, fields, keep_session=who.session_id)
     if new_email != (who.user.email or "").strip().lower():

@@ -264,6 +264,74 @@ def test_unenrolling_a_verified_factor_needs_aal2(api, clock):
     assert [entry["method"] for entry in claims(refreshed.json)["amr"]] == ["password"]
 
 
+def recovery_session(api, service_key):
+    """What a recovery link gives: an aal1 session, by a link that needs no password."""
+    admin = Api(api.app, service_key)
+    link = admin.post("/auth/v1/admin/generate_link", json={"type": "recovery", "email": "ann@example.com"})
+    verified = api.post("/auth/v1/verify", json={"type": "recovery", "token_hash": link.json["hashed_token"]})
+    assert verified.status_code == 200, verified.json
+    return verified.json["access_token"]
+
+
+AAL2_NEEDED = "AAL2 session is required to update email or password when MFA is enabled."
+
+
+@pytest.mark.parametrize("method", ["PUT", "PATCH"])
+@pytest.mark.parametrize("change", [{"password": "stolen-pw"}, {"email": "thief@example.com"}])
+def test_an_aal1_session_cannot_change_the_password_or_address_of_a_user_with_mfa(
+    api, service_key, clock, method, change
+):
+    """A password sign-in or a recovery link alone must not take over an account that has a second
+    factor: the change needs an aal2 session (GoTrue's 401 insufficient_aal)."""
+    session, factor_id, secret = with_verified_factor(api, clock)
+    for aal1 in (api.sign_in().json["access_token"], recovery_session(api, service_key)):
+        refused = api.request(method, "/auth/v1/user", token=aal1, json={**change, "first_name": "X"})
+        assert assert_auth_error(refused, 401, "insufficient_aal")["msg"] == AAL2_NEEDED
+        user = api.get("/auth/v1/user", token=aal1).json
+        assert user["email"] == "ann@example.com" and user["user_metadata"].get("first_name") != "X"
+    assert api.sign_in().status_code == 200  # the password is the old one
+    assert_auth_error(api.sign_in(password="stolen-pw"), 400, "invalid_credentials")
+    # What needs no second factor still changes at aal1: metadata, the same address, an empty password.
+    aal1 = api.sign_in().json["access_token"]
+    kept = api.request(
+        method, "/auth/v1/user", token=aal1, json={"email": "ANN@example.com ", "data": {"a": 1}}
+    )
+    assert kept.status_code == 200 and kept.json["user_metadata"]["a"] == 1
+    # The control: the aal2 session makes the same change.
+    changed = api.request(method, "/auth/v1/user", token=session["access_token"], json=change)
+    assert changed.status_code == 200, changed.json
+    if "email" in change:
+        assert changed.json["email"] == "thief@example.com"
+    else:
+        assert api.sign_in(password="stolen-pw").status_code == 200
+
+
+def test_with_confirmation_on_an_aal1_address_change_is_refused_too(make_app, anon_key, clock):
+    """MAILER_AUTOCONFIRM=false takes another path for an address change; the rule holds there too
+    (no mail is sent: without SMTP_HOST it would go to the log)."""
+    session, factor_id, secret = with_verified_factor(Api(make_app(), anon_key), clock)
+    api = Api(make_app(MAILER_AUTOCONFIRM=False), anon_key)  # the same database
+    aal1 = api.sign_in().json["access_token"]
+    refused = api.put("/auth/v1/user", token=aal1, json={"email": "thief@example.com"})
+    assert_auth_error(refused, 401, "insufficient_aal")
+    assert api.get("/auth/v1/user", token=aal1).json.get("new_email") in (None, "")
+    changed = api.put("/auth/v1/user", token=session["access_token"], json={"email": "new@example.com"})
+    assert changed.status_code == 200 and changed.json["new_email"] == "new@example.com"
+
+
+def test_without_a_verified_factor_an_aal1_session_changes_both(api, clock):
+    """The control: no factor, or one never verified, asks for no second factor."""
+    token = api.sign_up()["access_token"]
+    assert api.put("/auth/v1/user", token=token, json={"password": "second-pw"}).status_code == 200
+    enroll(api, token)  # unverified
+    aal1 = api.sign_in(password="second-pw").json["access_token"]
+    changed = api.patch(
+        "/auth/v1/user", token=aal1, json={"password": "third-pw", "email": "ann@new.example"}
+    )
+    assert changed.status_code == 200 and changed.json["email"] == "ann@new.example"
+    assert api.sign_in("ann@new.example", "third-pw").status_code == 200
+
+
 def test_an_unverified_factor_goes_from_an_aal1_session(api, clock):
     token = api.sign_up()["access_token"]
     factor = enroll(api, token)

@@ -2,6 +2,8 @@
 server, on both databases: auth, the owner rule, PostgREST's error codes as the SDK reads them,
 upsert on an inline UNIQUE column, write counts, and auth.admin with bans."""
 
+from datetime import datetime
+
 import pytest
 
 from support import supabase_clients
@@ -137,3 +139,39 @@ def test_mfa_as_the_sdk_drives_it(connect, anon_key, admin):
     assert [f.id for f in admin.mfa.list_factors({"user_id": uuid})] == [enrolled.id]
     assert mfa.unenroll({"factor_id": enrolled.id}).id == enrolled.id
     assert mfa.list_factors().all == []
+
+
+def test_update_user_needs_the_second_factor_once_there_is_one(connect, anon_key):
+    """update_user({password}) / ({email}) from an aal1 session of a user with a verified factor is
+    the SDK's AuthApiError insufficient_aal; after challenge_and_verify (aal2) it succeeds. The
+    control: before the factor is verified the same aal1 change succeeds."""
+    pyotp = pytest.importorskip("pyotp")
+    client = connect(anon_key)
+    client.auth.sign_up({"email": "mfa@example.com", "password": "secret-pw"})
+    enrolled = client.auth.mfa.enroll({"factor_type": "totp", "friendly_name": "phone"})
+    assert client.auth.update_user({"password": "second-pw"}).user.email == "mfa@example.com"
+    totp = pyotp.TOTP(enrolled.totp.secret)
+    client.auth.mfa.challenge_and_verify({"factor_id": enrolled.id, "code": totp.now()})
+
+    thief = connect(anon_key)
+    thief.auth.sign_in_with_password({"email": "mfa@example.com", "password": "second-pw"})
+    for change in ({"password": "stolen-pw"}, {"email": "thief@example.com"}):
+        with pytest.raises(AuthApiError) as refused:
+            thief.auth.update_user(change)
+        assert refused.value.code == "insufficient_aal" and refused.value.status == 401
+        assert "AAL2 session is required" in refused.value.message
+    assert thief.auth.get_user().user.email == "mfa@example.com"
+
+    owner = connect(anon_key)
+    owner.auth.sign_in_with_password({"email": "mfa@example.com", "password": "second-pw"})
+    factor_id = owner.auth.mfa.list_factors().totp[0].id
+    challenge = owner.auth.mfa.challenge({"factor_id": factor_id})
+    step = totp.timecode(datetime.now()) + 1  # the last code is used up
+    owner.auth.mfa.verify(
+        {"factor_id": factor_id, "challenge_id": challenge.id, "code": totp.generate_otp(step)}
+    )
+    assert owner.auth.mfa.get_authenticator_assurance_level().current_level == "aal2"
+    assert (
+        owner.auth.update_user({"password": "third-pw", "email": "new@example.com"}).user.email
+        == "new@example.com"
+    )
