@@ -141,6 +141,8 @@ def wait_for_database():
     with cache.preparing:
         if not cache.database_ready and time.monotonic() - cache.prepared_at >= RETRY_SECONDS:
             cache.prepared_at = time.monotonic()
+            # Migrations are not cut short by the request's DB_TIMEOUT: each statement has its own.
+            transactions.unbound_waits()
             try:
                 cache.database_ready = prepare_database()
             except config.ConfigError as exc:  # a row policy the database refuses: say so, stay 503

@@ -45,11 +45,14 @@ request_log = logging.getLogger("minibase.requests")
 def init_app(app):
     app.before_request(before)
     app.after_request(after)
+    app.teardown_request(lambda _exc: transactions.unbound_waits())
 
 
 def before():
-    """Every request, before its view: the clock starts, a preflight is answered, the key checked."""
+    """Every request, before its view: the clock starts (the request's DB_TIMEOUT for the database
+    too), a preflight is answered, the key checked."""
     g.started = time.perf_counter()
+    transactions.bound_waits(current_app.config["DB_TIMEOUT"])
     if (refused := request.environ.get(REFUSED_BY_SERVER)) is not None:
         raise refused  # the server could not read the request (runtime.server.Refusal)
     return answer_preflight() or require_api_key()

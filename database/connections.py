@@ -22,6 +22,7 @@ import threading
 import time
 import weakref
 
+import pymysql
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.pool import SingletonThreadPool, StaticPool
@@ -70,6 +71,7 @@ def init_app(app):
 
     with app.app_context():
         event.listen(db.engine, "connect", on_connect)
+        _bounded_by_the_request(db.engine)
         sqlite = db.engine.dialect.name == "sqlite"
         if sqlite:
             event.listen(db.engine, "before_cursor_execute", transactions.start_deadline)
@@ -81,12 +83,56 @@ def init_app(app):
             options["pool_pre_ping"] = False
         reads = sa.create_engine(db.engine.url, **options)
         event.listen(reads, "connect", on_connect)
+        _bounded_by_the_request(reads)
         if not sqlite:
             _remade_after_a_loss(reads)
         _disposed_with(reads, db.engine)
         state().reads = reads
         if sqlite:
             state().own = threading.local()
+
+
+# The shortest a socket timeout is cut to: a timeout of 0 would make the socket non-blocking. Past the
+# request's time, what it still sends (the rollback that ends it) fails this fast on a frozen server.
+LEAST_WAIT = 0.05
+
+
+def _cut(seconds):
+    """`seconds` (None: no limit), or what the request has left to wait on the database if less,
+    rounded up to a tenth of a second so that a run of statements sets the socket timeout once."""
+    left = transactions.time_left()
+    if left is None or (seconds is not None and seconds <= left):
+        return seconds
+    return max(LEAST_WAIT, math.ceil(left * 10) / 10)
+
+
+class _CutToTheRequest:
+    """A timeout attribute of a PyMySQL connection that reads as `_cut` of the value it was given."""
+
+    def __set_name__(self, owner, name):
+        self.name = "_given" + name
+
+    def __get__(self, connection, owner=None):
+        return self if connection is None else _cut(connection.__dict__[self.name])
+
+    def __set__(self, connection, seconds):
+        connection.__dict__[self.name] = seconds
+
+
+class BoundedConnection(pymysql.connections.Connection):
+    """PyMySQL's connection, whose connect, read and write timeouts (the attributes it reads before
+    each connect, read and write) are cut to what the request has left to wait on the database."""
+
+    connect_timeout = _CutToTheRequest()
+    _read_timeout = _CutToTheRequest()
+    _write_timeout = _CutToTheRequest()
+
+
+def _bounded_by_the_request(engine):
+    if engine.dialect.driver == "pymysql":
+        event.listen(
+            engine, "do_connect", lambda dialect, record, args, kwargs: BoundedConnection(*args, **kwargs)
+        )
 
 
 def _remade_after_a_loss(engine):

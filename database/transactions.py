@@ -20,7 +20,12 @@ never retried: the commit may have happened. Past ATTEMPTS the error goes on, a 
 spaced by a random, growing pause, so that writers who collided do not collide again in step.
 
 A unit that starts inside another joins it: only the outermost commits. `CommitAndRaise` ends a
-unit with an error after committing what it wrote (a counted failure, a revoked session)."""
+unit with an error after committing what it wrote (a counted failure, a revoked session).
+
+A request's waits on the database end within DB_TIMEOUT in all (`bound_waits`, at its start): no
+attempt is tried again once that time is spent, and every connect, read and write of an attempt
+waits no longer than what is left of it (database.connections), so that a frozen database is a 503
+within DB_TIMEOUT, not ATTEMPTS times that."""
 
 import contextlib
 import contextvars
@@ -49,6 +54,34 @@ MAX_PAUSE = 0.25
 RETRYABLE_CODES = frozenset({1205, 1213})  # MySQL/MariaDB: lock wait timeout, deadlock
 
 _inside = contextvars.ContextVar("minibase_transaction", default=False)
+_deadline = contextvars.ContextVar("minibase_database_deadline", default=None)  # time.monotonic()
+
+
+def bound_waits(seconds):
+    """From now on, this context's waits on the database (a request's) end within `seconds` in all."""
+    _deadline.set(time.monotonic() + seconds)
+
+
+def unbound_waits():
+    """Each wait on the database is bounded on its own again (by DB_TIMEOUT), as outside requests."""
+    _deadline.set(None)
+
+
+def time_left():
+    """Seconds the context may still wait on the database, less than 0 once spent; None: unbounded."""
+    deadline = _deadline.get()
+    return None if deadline is None else deadline - time.monotonic()
+
+
+def paused_for_another_attempt(attempt):
+    """Wait before attempt `attempt + 1`; False, without waiting, when the time the context may wait
+    on the database would be spent before that attempt could begin."""
+    wait = pause(attempt)
+    left = time_left()
+    if left is not None and left <= wait:
+        return False
+    time.sleep(wait)
+    return True
 
 
 class CommitAndRaise(Exception):  # noqa: N818 (a signal to the helper, not an error of its own)
@@ -133,10 +166,13 @@ def _run(work, args, kwargs, commit, read_only):
                 return result
             except DBAPIError as exc:
                 db.session.rollback()
-                if attempt == ATTEMPTS or not retryable(exc, committing):
+                if (
+                    attempt == ATTEMPTS
+                    or not retryable(exc, committing)
+                    or not paused_for_another_attempt(attempt)
+                ):
                     raise
                 log.info("%s: %s, trying again (attempt %d)", work.__name__, describe(exc), attempt + 1)
-                time.sleep(pause(attempt))
             except BaseException:
                 db.session.rollback()
                 raise
@@ -181,9 +217,8 @@ def prepared(values, *statements):
         try:
             return run_prepared(engine, values, *statements, own=cache.own)
         except DBAPIError as exc:
-            if attempt == ATTEMPTS or not retryable(exc):
+            if attempt == ATTEMPTS or not retryable(exc) or not paused_for_another_attempt(attempt):
                 raise
-            time.sleep(pause(attempt))
     raise AssertionError("unreachable")
 
 

@@ -106,6 +106,26 @@ def serve_app(app, threads=8, port=None):
     return f"http://127.0.0.1:{server.effective_port}", lambda: stop_waitress(server, thread)
 
 
+def serve_as_wsgi_py(app, threads=8):
+    """`app` behind runtime.server's waitress, as `python wsgi.py` serves it (its connection limits,
+    timeouts and refusals), on a free port: (the port, a function that stops it)."""
+    import threading
+
+    from runtime import server
+
+    running = server.make_server(app, "127.0.0.1", 0, threads)
+    stop = threading.Event()
+    thread = threading.Thread(target=server.serve, args=(running, stop, 5), daemon=True)
+    thread.start()
+
+    def stopped():
+        stop.set()
+        thread.join(timeout=15)
+        assert not thread.is_alive(), "the server did not stop"
+
+    return running.effective_port, stopped
+
+
 def stop_waitress(server, thread):
     """Let the worker threads finish their requests, then close every channel from the server's own
     loop thread (closing them from here races with select() and with workers waking the loop)."""

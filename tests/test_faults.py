@@ -6,7 +6,9 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pymysql
@@ -15,7 +17,7 @@ import requests
 import sqlalchemy as sa
 
 from extensions import db, state
-from support import Api, free_port
+from support import Api, free_port, serve_as_wsgi_py
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -268,3 +270,86 @@ def test_reads_on_pooled_connections_the_server_killed_are_answered(
         cursor.execute("SET SESSION lock_wait_timeout = 2")
         cursor.execute(f"DROP TABLE `{database}`.notes")
     admin.close()
+
+
+FROZEN_DB_TIMEOUT = 2
+MARGIN = 1.0  # seconds past DB_TIMEOUT a 503 may take: the request's own work, a loaded machine
+
+
+@pytest.mark.mysql
+@pytest.mark.parametrize("backend", ["mysql"])
+def test_a_frozen_database_ends_every_request_within_db_timeout_in_all(
+    make_app, anon_key, mariadb_server, database_url, tmp_path
+):
+    """mariadbd frozen (SIGSTOP) under reads, writes and sign-ins already in flight, over a real
+    server whose pools hold connections made before the freeze: each request's waits on the
+    database (connects, reads, writes, and every retry of a lost connection) end within DB_TIMEOUT
+    in all, then a JSON 503. Ten attempts of DB_TIMEOUT each once kept a read waiting ~20 s."""
+    if os.environ.get("TEST_DATABASE_URL"):
+        pytest.skip("needs the throwaway mariadbd the suite starts itself")
+    engine = sa.create_engine(database_url)
+    with engine.begin() as connection:
+        connection.exec_driver_sql("CREATE TABLE notes (id INT AUTO_INCREMENT PRIMARY KEY, body VARCHAR(20))")
+        connection.exec_driver_sql("INSERT INTO notes (body) VALUES ('one')")
+    engine.dispose()
+    config = tmp_path / "tables.toml"
+    config.write_text('[tables.notes]\nselect = "anon"\ninsert = "anon"\n')
+    # bcrypt at cost 12 takes ~0.25 s: a sign-in sent just before the freeze is in flight through it.
+    app = make_app(DB_TIMEOUT=FROZEN_DB_TIMEOUT, TABLES_CONFIG=str(config), BCRYPT_ROUNDS=12)
+    port, stop = serve_as_wsgi_py(app, threads=12)
+    base, headers = f"http://127.0.0.1:{port}", {"apikey": anon_key}
+    credentials = {"email": "ann@example.com", "password": "secret-pw"}
+    assert requests.post(f"{base}/auth/v1/signup", json=credentials, headers=headers, timeout=30).ok
+    requests_by_name = {
+        "sign-in": ("POST", "/auth/v1/token?grant_type=password", credentials),
+        "read": ("GET", "/rest/v1/notes?id=eq.1", None),
+        "write": ("POST", "/rest/v1/notes", {"body": "two"}),
+        "health": ("GET", "/health", None),
+    }
+
+    def send(name, results):
+        method, path, body = requests_by_name[name.split()[0]]
+        started = time.monotonic()
+        try:
+            response = requests.request(method, base + path, json=body, headers=headers, timeout=60)
+            results[name] = (response.status_code, response.headers.get("Content-Type"))
+        except requests.RequestException as exc:
+            results[name] = (type(exc).__name__, None)
+        results[name] += (time.monotonic() - started,)
+
+    warm = {}
+    with ThreadPoolExecutor(12) as pool:  # connections in both pools, made before the freeze
+        list(pool.map(lambda n: send(f"read {n}", warm), range(12)))
+    assert {status for status, _, _ in warm.values()} == {200}, warm
+
+    pid = mariadb_pid(mariadb_server)
+    results = {}
+    in_flight = [threading.Thread(target=send, args=(f"sign-in {n}", results)) for n in range(2)]
+    for thread in in_flight:
+        thread.start()
+    time.sleep(0.1)  # the sign-ins have read the user and are hashing
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        names = [f"{kind} {n}" for kind in ("read", "write", "health") for n in range(3)]
+        during = [threading.Thread(target=send, args=(name, results)) for name in names]
+        for thread in during:
+            thread.start()
+        for thread in in_flight + during:
+            thread.join(timeout=90)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    try:
+        for name, (status, kind, took) in sorted(results.items()):
+            assert status == 503 and kind == "application/json", (name, sorted(results.items()))
+            assert took < FROZEN_DB_TIMEOUT + MARGIN, (name, sorted(results.items()))
+
+        deadline = time.monotonic() + 15
+        while requests.get(f"{base}/health", timeout=10).status_code != 200:
+            assert time.monotonic() < deadline, "the service did not recover"
+            time.sleep(0.2)
+        after = {}
+        for name in ("read", "write", "sign-in"):
+            send(name, after)
+        assert [after[name][0] for name in ("read", "write", "sign-in")] == [200, 201, 200], after
+    finally:
+        stop()

@@ -4,12 +4,11 @@ error body, and `Expect: 100-continue` on a request without a body is answered a
 
 import json
 import socket
-import threading
 import time
 
 import pytest
 
-from runtime import server
+from support import serve_as_wsgi_py
 
 # The server is what is under test, not the database: SQLite only.
 pytestmark = pytest.mark.parametrize("backend", ["sqlite"])
@@ -38,13 +37,9 @@ class Wire:
 @pytest.fixture
 def wire(app):
     """The app behind runtime.server's waitress on a free port."""
-    running = server.make_server(app, "127.0.0.1", 0, 4)
-    stop = threading.Event()
-    thread = threading.Thread(target=server.serve, args=(running, stop, 5), daemon=True)
-    thread.start()
-    yield Wire(running.effective_port)
-    stop.set()
-    thread.join(timeout=15)
+    port, stop = serve_as_wsgi_py(app, threads=4)
+    yield Wire(port)
+    stop()
 
 
 def read_answer(sock, until_closed=True):
