@@ -66,13 +66,14 @@ def create_app(test_config=None):
     only_with_origin(app)
     app.extensions["minibase"] = Minibase()
 
-    from blueprints import admin, auth, health, rest, storage
+    from blueprints import admin, auth, health, realtime, rest, storage
 
     app.register_blueprint(health.bp)
     app.register_blueprint(auth.bp)
     app.register_blueprint(admin.bp)
     app.register_blueprint(rest.bp)
     app.register_blueprint(storage.bp)
+    app.register_blueprint(realtime.bp)
     gateway.init_app(app)
     responses.register(app)
     cli.register(app)

@@ -123,6 +123,19 @@ VARIABLES = {
     "WORKERS": ("1", lambda n, v: _integer(n, v, 1)),
     "DB_TIMEOUT": ("10", _seconds),
     "STATEMENT_TIMEOUT": ("10", _seconds),
+    # Realtime (docs/realtime.md): on wherever the server can hold a socket (`python wsgi.py`).
+    "REALTIME": ("on", _boolean),
+    "REALTIME_MAX_CHANNELS": ("100", lambda n, v: _integer(n, v, 1)),  # per socket
+    "REALTIME_MAX_EVENTS": (
+        "100",
+        lambda n, v: _integer(n, v, 1),
+    ),  # broadcasts and presence, per socket per second
+    "REALTIME_MAX_JOINS": ("100", lambda n, v: _integer(n, v, 1)),  # per socket per second
+    "REALTIME_MAX_MESSAGE": ("256KB", lambda n, v: _size(n, v)),  # a frame's size
+    "REALTIME_MAX_QUEUE": (
+        "1000",
+        lambda n, v: _integer(n, v, 10),
+    ),  # unread messages before a socket is closed
     # E-mail: confirmation, recovery, magic links, one-time codes (README: Password reset and e-mail).
     "MAILER_AUTOCONFIRM": ("true", _boolean),
     "SMTP_HOST": (None, _text),

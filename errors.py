@@ -83,6 +83,7 @@ class Rest:
     FUNCTION_NOT_FOUND = "PGRST202"
     TABLE_NOT_FOUND = "PGRST205"
     BAD_JWT = "PGRST301"
+    REALTIME_UNAVAILABLE = "PGRST501"  # /realtime/v1 where no socket can be held (not PostgREST's)
     NOT_FOUND = "PGRST125"  # a path the API does not serve
     METHOD_NOT_ALLOWED = "PGRST105"
     MISCONFIGURED = "PGRST002"

@@ -1,6 +1,7 @@
-"""The WSGI entry point: a host that imports `app` (or `application`) from here gets the service;
-`python wsgi.py` serves it with waitress (server.py), in WORKERS processes (workers.py) when set,
-and drains on SIGTERM."""
+"""The WSGI entry point: a host that imports `app` (or `application`) from here gets the service
+(without Realtime: a WSGI host cannot hold a socket). `python wsgi.py` serves it with uvicorn and
+Realtime on the same port (asgi.py), or with waitress when REALTIME=off (server.py), in WORKERS
+processes (workers.py) when set, and drains on SIGTERM."""
 
 import sys
 
@@ -21,16 +22,33 @@ def main():
     else:  # a service manager's log is read by more people than should hold this key
         print("service_role key: not printed to a log; `flask --app app keys` prints it")
     host, port, threads = app.config["HOST"], app.config["PORT"], app.config["THREADS"]
+    sockets = app.config["REALTIME"]
     if app.config["WORKERS"] > 1:
         logs.log_directly()
-        sys.exit(workers.serve(app, host, port, threads, app.config["WORKERS"]))
+        sys.exit(workers.serve(app, host, port, threads, app.config["WORKERS"], sockets))
     writer = logs.log_in_batches()
+    if sockets:
+        try:
+            serve_sockets(host, port, threads)
+        finally:
+            writer.stop()
+        return
     running = server.make_server(app, host, port, threads)
     print(f"serving on http://{host}:{running.effective_port}", flush=True)
     try:
         server.serve(running)
     finally:
         writer.stop()  # writes what is still queued
+
+
+def serve_sockets(host, port, threads):
+    from live.sessions import Realtime
+    from runtime import asgi, workers
+
+    listener = workers.listen(host, port)
+    print(f"serving on http://{host}:{listener.getsockname()[1]} (with Realtime)", flush=True)
+    running = asgi.make_server(app, Realtime(app), None, None, threads, asgi.stop_on_signals(), [listener])
+    asgi.serve(running)
 
 
 if __name__ == "__main__":

@@ -92,7 +92,7 @@ class _Stop(threading.Event):
         return super().is_set() or os.getppid() != self.parent
 
 
-def _work(app, listener, threads, parent, balance, slot):
+def _work(app, listener, threads, parent, balance, slot, sockets=False):
     """A worker's life, in the forked child; never returns."""
     status = 1
     try:
@@ -104,9 +104,12 @@ def _work(app, listener, threads, parent, balance, slot):
         try:
             with app.app_context():
                 db.engine.dispose(close=False)  # the parent's connections stay the parent's
-            running = server.make_server(app, None, None, threads, sockets=[listener])
-            balance.guard(running, slot)
-            server.serve(running, stop)
+            if sockets:
+                _serve_sockets(app, listener, threads, stop)
+            else:
+                running = server.make_server(app, None, None, threads, sockets=[listener])
+                balance.guard(running, slot)
+                server.serve(running, stop)
             status = 0
         except Exception:
             log.exception("worker %s failed", os.getpid())
@@ -116,11 +119,21 @@ def _work(app, listener, threads, parent, balance, slot):
         os._exit(status)  # not the parent's exit: none of its finally blocks or atexit hooks
 
 
+def _serve_sockets(app, listener, threads, stop):
+    """A worker under uvicorn with Realtime (asgi.py). It accepts as the kernel hands connections
+    out: a socket may stay open for hours, so holding fewest is no sign of being least busy."""
+    from live.sessions import Realtime
+    from runtime import asgi
+
+    asgi.serve(asgi.make_server(app, Realtime(app), None, None, threads, stop, sockets=[listener]))
+
+
 class Supervisor:
     """The parent: forks `count` workers, replaces the ones that die, and drains them all."""
 
-    def __init__(self, app, listener, threads, count):
+    def __init__(self, app, listener, threads, count, sockets=False):
         self.app, self.listener, self.threads, self.count = app, listener, threads, count
+        self.sockets = sockets  # uvicorn with Realtime in each worker, not waitress
         self.workers = {}  # pid -> (its slot in the balance, when it started)
         self.balance = Balance(count)
         self.stop = threading.Event()
@@ -134,7 +147,7 @@ class Supervisor:
         try:
             pid = os.fork()
             if pid == 0:
-                _work(self.app, self.listener, self.threads, parent, self.balance, slot)
+                _work(self.app, self.listener, self.threads, parent, self.balance, slot, self.sockets)
         finally:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
         self.workers[pid] = (slot, time.monotonic())
@@ -210,9 +223,9 @@ def _describe(status):
     return f"signal {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
 
 
-def serve(app, host, port, threads, count):
+def serve(app, host, port, threads, count, sockets=False):
     """Serve `app` on host:port with `count` worker processes until SIGTERM or SIGINT; the exit
-    status for the parent."""
+    status for the parent. `sockets`: each worker is uvicorn with Realtime (asgi.py)."""
     listener = listen(host, port)
     print(f"serving on http://{host}:{listener.getsockname()[1]} with {count} workers", flush=True)
-    return Supervisor(app, listener, threads, count).run()
+    return Supervisor(app, listener, threads, count, sockets).run()

@@ -79,14 +79,21 @@ def test_the_cgi_script_serves_a_sign_up_and_a_sign_in(tmp_path):
     assert head.startswith("Status: 400")  # no grant_type: the CGI path keeps the API's errors
     head, health = cgi_request(env, "GET", "/health")
     assert head.startswith("Status: 200") and health == {"status": "ok"}
+    # A CGI script cannot hold a socket open: Realtime answers a JSON 501 that says so.
+    head, realtime = cgi_request(env, "GET", "/realtime/v1/websocket?vsn=1.0.0", b"", {"apikey": anon})
+    assert head.startswith("Status: 501") and "cannot hold a WebSocket" in realtime["message"]
 
 
 def test_passenger_finds_application_in_passenger_wsgi_py(tmp_path):
+    anon = tokens.api_key("anon", SECRET)
     env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path}/passenger.db", "JWT_SECRET": SECRET}
     script = (
         "import runpy; from werkzeug.test import Client; "
         "app = runpy.run_path('deploy/passenger_wsgi.py')['application']; "
-        "print(Client(app).get('/health').get_data(as_text=True))"
+        "print(Client(app).get('/health').get_data(as_text=True)); "
+        f"print(Client(app).get('/realtime/v1/websocket', headers={{'apikey': {anon!r}}}).status_code)"
     )
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, timeout=60)
-    assert json.loads(done.stdout) == {"status": "ok"}, done.stderr.decode()[-2000:]
+    health, realtime = done.stdout.decode().split()
+    assert json.loads(health) == {"status": "ok"}, done.stderr.decode()[-2000:]
+    assert realtime == "501"  # no socket under Passenger

@@ -8,7 +8,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 LEAVES = ("models", "filters", "values", "errors", "config", "extensions", "row_policies")
-ABOVE = frozenset({"app", "wsgi", "blueprints", "runtime", "auth", "rest", "storage", "database", "tools"})
+ABOVE = frozenset(
+    {"app", "wsgi", "blueprints", "runtime", "live", "auth", "rest", "storage", "database", "tools"}
+)
 
 
 def imported(path):

@@ -1,0 +1,42 @@
+"""Who a socket and each of its channels are: the API key of the socket, and the access token a join
+or an `access_token` event brings, verified by the auth service as every other API verifies them.
+Run in the app's context (sessions.Realtime.call)."""
+
+from auth import identity, tokens
+from config import setting
+from errors import APIError
+
+MISSING_KEY = "No API key found in request"
+INVALID_KEY = "Invalid API key"
+
+
+def key_role(key):
+    """anon or service_role for the socket's API key; None when it is not a valid one."""
+    return identity.api_key_role(key) if key else None
+
+
+def caller(token, role):
+    """(Identity, expires) of a channel: the user of `token`, or the socket key's `role` when no token
+    (or an API key) is given; `expires` is when a user's token stops being valid (None for a key).
+    APIError when the token is bad, expired, logged out or its user banned."""
+    if not token or token.startswith("sb_"):
+        return identity.Identity(role), None
+    key = identity.api_key_role(token)
+    if key is not None:
+        return identity.Identity(key), None
+    who = identity.identify(token)
+    return who, tokens.decode_access_token(token, setting("JWT_SECRET"))["exp"]
+
+
+def reason(error):
+    """Supabase's words for a token refused: `InvalidJWTToken: …`."""
+    if isinstance(error, APIError):
+        return f"InvalidJWTToken: {error.message}"
+    return "InvalidJWTToken: The token provided is not a valid JWT"
+
+
+def may_use_private(topic, who, operation):
+    """Whether `who` may join (`select`) or send on (`insert`) the private channel `topic`. Without a
+    [realtime] section in tables.toml no private channel is allowed, as Supabase allows none without
+    a policy on realtime.messages; the service key passes, as it bypasses row-level security."""
+    return who.role == "service_role"

@@ -1,0 +1,79 @@
+"""Realtime's tests run `python wsgi.py` itself (uvicorn, the socket and the HTTP API on one port)
+over a real SQLite file or a real MariaDB database, and talk to it over real sockets."""
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from auth import tokens
+from support import SECRET, free_port
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+class Server:
+    """A running `python wsgi.py`: its process, URL, socket URL, keys and log."""
+
+    def __init__(self, process, port, log_path):
+        self.process, self.port, self.log_path = process, port, log_path
+        self.base = f"http://127.0.0.1:{port}"
+        self.anon = tokens.api_key("anon", SECRET)
+        self.service = tokens.api_key("service_role", SECRET)
+
+    def socket_url(self, key=None, vsn="1.0.0"):
+        key = self.anon if key is None else key
+        return f"ws://127.0.0.1:{self.port}/realtime/v1/websocket?apikey={key}&vsn={vsn}"
+
+    def log(self):
+        return self.log_path.read_text()
+
+
+@pytest.fixture
+def start_server(tmp_path, database_url):
+    """Start `python wsgi.py` on the test database with `tables` (tables.toml text) and `settings`."""
+    started = []
+
+    def start(tables="", **settings):
+        port = free_port()
+        config = tmp_path / f"tables-{port}.toml"
+        config.write_text(tables)
+        env = {
+            **os.environ,
+            "DATABASE_URL": database_url,
+            "JWT_SECRET": SECRET,
+            "PORT": str(port),
+            "RATE_LIMITS": "off",
+            "BCRYPT_ROUNDS": "4",
+            "TABLES_CONFIG": str(config),
+            **{name: str(value) for name, value in settings.items()},
+        }
+        log_path = tmp_path / f"server-{port}.log"
+        with log_path.open("w") as log:
+            process = subprocess.Popen([sys.executable, "wsgi.py"], cwd=ROOT, env=env, stdout=log, stderr=log)
+        started.append(process)
+        server = Server(process, port, log_path)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                requests.get(f"{server.base}/health", timeout=1)
+                return server
+            except requests.ConnectionError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"wsgi.py did not start: {log_path.read_text()[-3000:]}")
+                time.sleep(0.05)
+
+    yield start
+    for process in started:
+        if process.poll() is None:
+            process.kill()
+        process.wait(timeout=10)
+
+
+@pytest.fixture
+def server(start_server):
+    return start_server()
