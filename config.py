@@ -75,19 +75,21 @@ def _keys(name, raw):
 
 SIZE_UNITS = {"B": 1, "KB": 1024, "MB": 1024**2, "GB": 1024**3, "TB": 1024**4}
 SIZE = re.compile(r"\s*([0-9]{1,15})\s*([KMGT]?B)?\s*", re.IGNORECASE)
+MAX_SIZE = 2**63 - 1  # a BIGINT column, on SQLite and MySQL
 
 
 def parse_size(raw):
     """Bytes from an integer or "5MB"-style text (binary units, as Supabase's 50MB = 52428800), or
-    None when it is neither."""
+    None when it is neither or more than a 64-bit column holds (MAX_SIZE)."""
     if isinstance(raw, bool):
         return None
     if isinstance(raw, int):
-        return raw if raw >= 0 else None
+        return raw if 0 <= raw <= MAX_SIZE else None
     match = SIZE.fullmatch(raw) if isinstance(raw, str) else None
     if match is None:
         return None
-    return int(match[1]) * SIZE_UNITS[(match[2] or "B").upper()]
+    size = int(match[1]) * SIZE_UNITS[(match[2] or "B").upper()]
+    return size if size <= MAX_SIZE else None
 
 
 def _size(name, raw):

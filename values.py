@@ -18,7 +18,19 @@ MAX_INTEGER = 2**63  # integers are 64-bit on both databases
 
 _INTEGER = re.compile(r"[+-]?[0-9]{1,19}")
 _NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]{1,4})?")
+_DIGITS = re.compile(r"[0-9]{1,18}")  # ASCII digits only, as [0-9] (never \d) spells them
 _BOOLEANS = {"true": True, "t": True, "1": True, "false": False, "f": False, "0": False}
+
+
+def whole_number(value):
+    """A client's whole number: a JSON integer, or text of 1 to 18 ASCII digits (no sign, space or
+    underscore); None for anything else. Never str.isdigit or a bare int(): both take digits such as
+    ², ①, Arabic-Indic or fullwidth ones, and int() then fails on some of them."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and _DIGITS.fullmatch(value):
+        return int(value)
+    return None
 
 
 class BadValue(ValueError):

@@ -7,7 +7,7 @@ import sqlalchemy as sa
 from sqlalchemy import bindparam, select
 
 from auth import tokens
-from auth.users import factor_object, user_columns
+from auth.users import factor_object, is_banned, load_user, user_columns
 from config import setting
 from database import transactions
 from errors import APIError, Auth, bad_jwt, user_inactive, user_not_found
@@ -55,6 +55,16 @@ def identify(token):
     if not row.active:
         raise user_inactive(401)
     return Identity("authenticated", row.user_id, claims["session_id"], row, row.session_aal)
+
+
+def acting_user(user_id, aal):
+    """User `user_id` as the caller, with a session of assurance `aal`, for what they signed earlier
+    (a signed upload URL): their current profile and app_metadata; None when they are gone, inactive
+    or banned."""
+    row = transactions.read(load_user, user_id)
+    if row is None or not row.active or is_banned(row.banned_until):
+        return None
+    return Identity("authenticated", row.user_id, None, row, aal)
 
 
 def factors_and_identities(who):

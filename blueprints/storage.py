@@ -5,15 +5,18 @@ answer; downloads stream the object's file with its ETag, Last-Modified and Cach
 import base64
 import binascii
 import re
+import unicodedata
 
 from flask import Blueprint, abort, current_app, json, request
 from werkzeug.utils import send_file
 
+from auth import tokens
+from auth.identity import Identity, acting_user
 from blueprints.gateway import identity
 from config import setting
-from errors import invalid_request
-from storage import buckets, files, images, objects, signing
-from values import strict_json
+from errors import Storage, invalid_request, storage_error
+from storage import buckets, files, images, media_types, objects, signing
+from values import strict_json, whole_number
 
 bp = Blueprint("storage", __name__, url_prefix="/storage/v1")
 
@@ -23,7 +26,6 @@ ACTIVE_TYPES = frozenset({"text/html", "application/xhtml+xml", "image/svg+xml",
                           "multipart/x-mixed-replace"})  # fmt: skip
 # Whatever a file holds, it runs nothing and loads nothing as a page of this origin.
 SANDBOX = "default-src 'none'; style-src 'unsafe-inline'; sandbox"
-MEDIA_TYPE = re.compile(r"[A-Za-z0-9!#$&^_.+-]{1,100}/[A-Za-z0-9!#$&^_.+-]{1,100}(\s*;[ -~]{0,150})?")
 CACHE_CONTROL = re.compile(r"[A-Za-z0-9=,\- ]{1,255}")
 MULTIPART_OVERHEAD = 1024 * 1024  # the form's other fields and boundaries, beyond the file itself
 MAX_METADATA = 8 * 1024
@@ -80,18 +82,21 @@ def upload(bucket_id, name):
 @bp.get("/object/<bucket_id>/<path:name>")
 @bp.get("/object/authenticated/<bucket_id>/<path:name>")
 def download(bucket_id, name):
-    return serve(*objects.open_object(bucket_id, name, identity()))
+    wanted = download_name(request.args.get("download"))  # before the file is opened
+    return serve(*objects.open_object(bucket_id, name, identity()), wanted)
 
 
 @bp.get("/object/public/<bucket_id>/<path:name>")
 def download_public(bucket_id, name):
-    return serve(*objects.open_object(bucket_id, name, None, public=True))
+    wanted = download_name(request.args.get("download"))  # before the file is opened
+    return serve(*objects.open_object(bucket_id, name, None, public=True), wanted)
 
 
 @bp.get("/object/sign/<bucket_id>/<path:name>")
 def download_signed(bucket_id, name):
     signing.verify(request.args.get("token"), bucket_id, name, signing.DOWNLOAD)
-    return serve(*objects.open_object(bucket_id, name, None, signed=True))
+    wanted = download_name(request.args.get("download"))  # before the file is opened
+    return serve(*objects.open_object(bucket_id, name, None, signed=True), wanted)
 
 
 @bp.get("/object/info/<bucket_id>/<path:name>")
@@ -158,7 +163,12 @@ def sign_upload(bucket_id, name):
 
 @bp.put("/object/upload/sign/<bucket_id>/<path:name>")
 def upload_signed(bucket_id, name):
-    return objects.upload_signed(bucket_id, name, request.args.get("token"), upload_body())
+    """The upload a signed URL allows, made as the user who signed it, under their rules as they are
+    now: the object may have appeared, or changed hands, since."""
+    objects.check_name(name)
+    claims = signing.verify(request.args.get("token"), bucket_id, name, signing.UPLOAD)
+    who = signer(claims.get("signer"))
+    return objects.upload(bucket_id, name, who, upload_body(), upsert=claims.get("upsert") is True)
 
 
 # --- image renditions
@@ -191,6 +201,22 @@ def render_image(kind, bucket_id, name):
 # --- reading the request
 
 
+def signer(claims):
+    """The Identity a signed upload token was made by: an API key's role, or the user (as they are
+    now); a 400 when that user is gone or may no longer sign in."""
+    claims = claims if isinstance(claims, dict) else {}
+    role, user = claims.get("role"), claims.get("user")
+    if role in ("anon", "service_role") and user is None:
+        return Identity(role)
+    user_id = tokens.user_id_of(user) if role == "authenticated" and isinstance(user, str) else None
+    who = acting_user(user_id, claims.get("aal")) if user_id is not None else None
+    if who is None:
+        raise storage_error(
+            400, Storage.INVALID_JWT, "The user who signed this URL cannot upload", "InvalidJWT"
+        )
+    return who
+
+
 def json_body():
     """The body as a JSON object ({} when there is none): strict, so nothing that cannot be stored
     or takes unbounded work to walk (NaN, unpaired surrogates, deep nesting)."""
@@ -214,26 +240,17 @@ def upload_body():
         if part is None:
             raise invalid_request("No content provided")
         seconds = request.form.get("cacheControl") or ""
-        cache = f"max-age={seconds}" if seconds.isdigit() else cache_control(seconds or None)
+        cache = f"max-age={seconds}" if whole_number(seconds) is not None else cache_control(seconds or None)
         metadata = parse_metadata(request.form.get("metadata"), encoded=False)
-        return objects.Upload(part.stream, media_type(part.mimetype or part.content_type), cache, metadata)
+        return objects.Upload(part.stream, media_types.of_request(part.content_type), cache, metadata)
     request.max_content_length = limit
     metadata = parse_metadata(request.headers.get("x-metadata"), encoded=True)
     return objects.Upload(
         request.stream,
-        media_type(request.headers.get("Content-Type")),
+        media_types.of_request(request.headers.get("Content-Type")),
         cache_control(request.headers.get("cache-control")),
         metadata,
     )
-
-
-def media_type(value):
-    if not value:
-        return objects.DEFAULT_MIME_TYPE
-    if not MEDIA_TYPE.fullmatch(value.strip()):
-        raise invalid_request("The Content-Type is not a media type")
-    kind, _, parameters = value.strip().partition(";")
-    return kind.lower() + (f";{parameters}" if parameters else "")
 
 
 def cache_control(value):
@@ -262,16 +279,28 @@ def parse_metadata(value, encoded):
 # --- answering with a file
 
 
-def serve(stored, file):
+def download_name(value):
+    """?download[=name]: None without it, "" for the object's own name; a 400 for a name a header
+    cannot carry (control characters, line breaks) or too long to be a file's."""
+    if value is None or value == "":
+        return value
+    if len(value) > objects.MAX_NAME_CHARACTERS or any(
+        unicodedata.category(c) in ("Cc", "Cs", "Zl", "Zp") for c in value
+    ):
+        raise invalid_request("download must be a file name without control characters or line breaks")
+    return value
+
+
+def serve(stored, file, wanted=None):
     """The object's bytes, streamed: conditional (ETag, Last-Modified, 304), ranges (206), its
-    Cache-Control, never rendered as a page of this origin."""
-    wanted = request.args.get("download")
-    base = stored.mimetype.partition(";")[0]
-    attachment = wanted is not None or base in ACTIVE_TYPES
+    Cache-Control, never rendered as a page of this origin. `wanted`: download_name's answer."""
+    mimetype = media_types.stored(stored.mimetype)
+    essence = media_types.essence(mimetype)
+    attachment = wanted is not None or essence in ACTIVE_TYPES or essence.endswith("+xml")
     response = send_file(
         file,
         request.environ,
-        mimetype=stored.mimetype,
+        mimetype=mimetype,
         as_attachment=attachment,
         download_name=(wanted or stored.name.rpartition("/")[2]) if attachment else None,
         conditional=False,

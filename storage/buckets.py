@@ -172,7 +172,9 @@ def _declared(name, entry, source):
         raise ConfigError(f"{where}: public must be true or false")
     limit = entry.get("file_size_limit")
     if limit is not None and not parse_size(limit):
-        raise ConfigError(f"{where}: file_size_limit must be a size such as 5MB or a number of bytes")
+        raise ConfigError(
+            f"{where}: file_size_limit must be a size such as 5MB or a number of bytes, under 8EB"
+        )
     types = entry.get("allowed_mime_types")
     if types is not None and (
         not isinstance(types, list)
@@ -348,7 +350,7 @@ def settings(body, partial=False):
     if "file_size_limit" in body or not partial:
         limit = body.get("file_size_limit")
         if limit is not None and parse_size(limit) is None:
-            raise invalid_request("Invalid file size format, hint: use 20GB / 20MB / 30KB / 3B")
+            raise invalid_request("Invalid file size format, hint: use 20GB / 20MB / 30KB / 3B, at most 8EB")
         values["file_size_limit"] = parse_size(limit) or None if limit is not None else None
     if "allowed_mime_types" in body or not partial:
         types = body.get("allowed_mime_types")

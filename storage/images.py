@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from errors import Storage, invalid_request, storage_error
+from values import whole_number
 
 MAX_SOURCE_PIXELS = 25_000_000
 MAX_SIDE = 2500
@@ -41,10 +42,10 @@ def transform(args):
         value = args.get(name)
         if value in (None, ""):
             return default
-        text = str(value)
-        if not text.isdigit() or not low <= int(text) <= high:
+        number = whole_number(value)
+        if number is None or not low <= number <= high:
             raise invalid_request(f"{name} must be a whole number from {low} to {high}")
-        return int(text)
+        return number
 
     resize = args.get("resize") or "cover"
     if resize not in RESIZE:

@@ -12,14 +12,13 @@ from database import transactions
 from errors import APIError, Storage, invalid_request, object_not_found, storage_error
 from extensions import db
 from models import StorageObject
-from storage import buckets, clock, files, signing
+from storage import buckets, clock, files, media_types, signing
 
 MAX_NAME_CHARACTERS = 512
 MAX_NAME_BYTES = 1024
 MAX_LIST = 1000
 MAX_REMOVE = 1000
 SORT_COLUMNS = ("name", "created_at", "updated_at", "last_accessed_at")
-DEFAULT_MIME_TYPE = "application/octet-stream"
 NOT_SIGNED = "Either the object does not exist or you do not have access to it"
 
 
@@ -87,49 +86,48 @@ def file_size_limit(bucket):
     return min(limit, bucket.file_size_limit) if bucket.file_size_limit else limit
 
 
-def check_mimetype(bucket, mimetype):
-    """A 415 unless the bucket takes `mimetype` (its allowed_mime_types, with `image/*` wildcards)."""
+def check_content(bucket, mimetype, size=None):
+    """What `bucket` takes of any object written into it, by upload, copy or move: a 415 unless its
+    allowed_mime_types admit `mimetype` (`image/*` admits every image type), a 413 when `size` is past
+    its limit (an upload's body is counted as it streams in, against file_size_limit)."""
     allowed = bucket.allowed_mime_types
-    if not allowed:
-        return
-    base = mimetype.partition(";")[0].strip().lower()
-    kind = base.partition("/")[0]
-    if base not in allowed and f"{kind}/*" not in allowed:
+    essence = media_types.essence(mimetype)
+    if allowed and essence not in allowed and f"{essence.partition('/')[0]}/*" not in allowed:
         raise storage_error(
-            415, Storage.INVALID_MIME_TYPE, f"mime type {base} is not supported", "invalid_mime_type"
+            415, Storage.INVALID_MIME_TYPE, f"mime type {essence} is not supported", "invalid_mime_type"
         )
+    if size is not None and size > file_size_limit(bucket):
+        raise files.too_large(file_size_limit(bucket))
 
 
 def bucket_for(bucket_id):
     return transactions.read(buckets.find, bucket_id)
 
 
-def upload(bucket_id, name, who, body, upsert=False, replace=False, signed_owner=None):
-    """Store an object (POST: new, or replacing one with `upsert`; PUT, `replace`: an existing one).
-    `signed_owner` is set for an upload through a signed URL, whose token stands for the rules."""
+def upload(bucket_id, name, who, body, upsert=False, replace=False):
+    """Store an object as `who` (POST: new, or replacing one with `upsert`; PUT, `replace`: an
+    existing one). The one way an object's bytes are written: a direct upload, and a signed upload as
+    the user who signed it."""
     check_name(name)
     bucket = bucket_for(bucket_id)
-    if signed_owner is None:
-        buckets.require(bucket, "update" if replace else "insert", who)
-    check_mimetype(bucket, body.mimetype)
+    buckets.require(bucket, "update" if replace else "insert", who)  # before a byte is received
+    check_content(bucket, body.mimetype)
     backend = files.backend()
     received = files.receive(body.stream, file_size_limit(bucket), files.staging_directory())
     key = files.new_key()
     try:
-        stored = _commit(
-            backend, backend, bucket, name, who, body, received, key, upsert, replace, signed_owner
-        )
+        stored = _commit(backend, backend, bucket, name, who, body, received, key, upsert, replace)
     finally:
         received.discard()
     return {"Id": stored, "Key": f"{bucket_id}/{name}"}
 
 
-def _commit(backend, placer, bucket, name, who, body, received, key, upsert, replace, signed_owner):
+def _commit(backend, placer, bucket, name, who, body, received, key, upsert, replace):
     """Record the object whose bytes `placer` puts under `key` (_record, one transaction): the id of
     its row. When that fails the bytes go; when it commits, those of the object it replaced."""
     try:
         stored, replaced = transactions.write(
-            _record, bucket, name, who, body, received, key, upsert, replace, signed_owner, placer
+            _record, bucket, name, who, body, received, key, upsert, replace, placer
         )
     except sa.exc.IntegrityError:
         backend.delete(key)
@@ -151,28 +149,32 @@ def _locked(bucket_id, name):
     return db.session.scalars(query.with_for_update()).first()
 
 
-def _record(bucket, name, who, body, received, key, upsert, replace, signed_owner, backend):
+def writable(bucket, name, who, upsert=False, replace=False):
+    """(the object named `name`, locked, or None; the Access by which `who` may write that name),
+    inside the caller's transaction: insert for a new name, update for an existing one (with
+    `upsert` or `replace`, and only one the update rule reaches); otherwise the error a direct
+    upload answers. Uploads, signed uploads (when signed and when used), copies and moves all ask."""
     existing = _locked(bucket.id, name)
-    if signed_owner is not None:
-        owner = signed_owner or None  # "": signed by a key, not by a user
-    else:
-        owner = str(who.user_id) if who.user_id is not None else None
     if existing is None and replace:
         raise object_not_found()
     if existing is not None and not (upsert or replace):
         raise already_exists()
-    access = None  # a signed upload's token stands for the rules, checked when it was made
-    if signed_owner is None:
-        access = buckets.authorize(bucket, "insert" if existing is None else "update", who)
-        if access is None:
-            raise object_not_found() if replace else buckets.denied(who)
-        if existing is not None and not access.reaches(existing):
-            if replace:
-                raise object_not_found()
-            raise buckets.denied(who)
+    access = buckets.authorize(bucket, "insert" if existing is None else "update", who)
+    if access is None or (existing is not None and not access.reaches(existing)):
+        raise object_not_found() if replace else buckets.denied(who)
+    return existing, access
+
+
+def owner_of(who):
+    """What an object `who` writes records as its owner: the user's id; None for an API key."""
+    return str(who.user_id) if who.user_id is not None else None
+
+
+def _record(bucket, name, who, body, received, key, upsert, replace, backend):
+    existing, access = writable(bucket, name, who, upsert, replace)
     now = clock.now()
     values = {
-        "owner": owner,
+        "owner": owner_of(who),
         "storage_key": key,
         "size": received.size,
         "mimetype": body.mimetype,
@@ -192,8 +194,7 @@ def _record(bucket, name, who, body, received, key, upsert, replace, signed_owne
         for column, value in values.items():
             setattr(existing, column, value)
     db.session.flush()
-    if access is not None:
-        access.check_written(existing.id)
+    access.check_written(existing.id)
     backend.place(received, key)  # last: the bytes are in place when the row that names them commits
     return existing.id, replaced
 
@@ -397,6 +398,9 @@ def _transfer_body(body):
 
 @transactions.transactional
 def move(body, who):
+    """Rename an object (within its bucket or into another): the caller's update rule must reach it
+    where it is, and the new name must be one they could upload to (rules, policies, the bucket's mime
+    types and size limit); the object keeps its owner, bytes and metadata."""
     source_bucket, source, target_bucket, target = _transfer_body(body)
     bucket = buckets.find(source_bucket)
     access = buckets.authorize(bucket, "update", who)
@@ -404,10 +408,10 @@ def move(body, who):
     if row is None or access is None or not access.reaches(row):
         raise object_not_found()
     moved_in = None
-    if target_bucket != source_bucket:
-        moved_in = buckets.require(buckets.find(target_bucket), "insert", who)
-    if (target_bucket, target) != (source_bucket, source) and _locked(target_bucket, target) is not None:
-        raise already_exists()
+    if (target_bucket, target) != (source_bucket, source):
+        destination = bucket if target_bucket == source_bucket else buckets.find(target_bucket)
+        check_content(destination, row.mimetype, row.size)
+        moved_in = writable(destination, target, who)[1]
     row.bucket_id, row.name, row.updated_at = target_bucket, target, clock.now()
     db.session.flush()
     access.check_written(row.id)
@@ -417,16 +421,20 @@ def move(body, who):
 
 
 def copy(body, who, upsert=False):
+    """A new object with another's bytes and metadata: the caller must be able to read the source
+    and to upload the copy where it goes, as an upload of it would be checked."""
     source_bucket, source, target_bucket, target = _transfer_body(body)
     stored = find(source_bucket, source, who)
     destination = bucket_for(target_bucket)
     buckets.require(destination, "insert", who)
+    mimetype = media_types.stored(stored.mimetype)
+    check_content(destination, mimetype, stored.size)
     backend = files.backend()
     key = files.new_key()
     backend.copy(stored.storage_key, key)
     received = files.Received("", stored.size, stored.etag)
-    upload = Upload(None, stored.mimetype, stored.cache_control, stored.user_metadata)
-    new_id = _commit(backend, _Placed(), destination, target, who, upload, received, key, upsert, False, None)
+    upload = Upload(None, mimetype, stored.cache_control, stored.user_metadata)
+    new_id = _commit(backend, _Placed(), destination, target, who, upload, received, key, upsert, False)
     return {"Id": new_id, "Key": f"{target_bucket}/{target}"}
 
 
@@ -516,25 +524,18 @@ def sign_downloads(bucket_id, names, who, expires_in):
 
 
 def sign_upload(bucket_id, name, who, upsert=False):
-    """A token for one upload of `name` without credentials, for 2 hours, as `who` (their rules now)."""
+    """A token for one upload of `name` without credentials, for 2 hours, as `who`: refused now when
+    `who` could not upload it now, and the upload made with it is checked again as theirs."""
     check_name(name)
-    owner = str(who.user_id) if who.user_id is not None else ""
 
     def allowed():
         bucket = buckets.find(bucket_id)
-        buckets.require(bucket, "insert", who).check_proposed(name, owner or None)
-        if upsert:
-            buckets.require(bucket, "update", who)
+        access = writable(bucket, name, who, upsert)[1]
+        access.check_proposed(name, owner_of(who))
 
     transactions.read(allowed)
-    token = signing.sign(bucket_id, name, signing.UPLOAD, signing.UPLOAD_LIFETIME, owner=owner, upsert=upsert)
-    return {"url": f"/object/upload/sign/{bucket_id}/{name}?token={token}", "token": token}
-
-
-def upload_signed(bucket_id, name, token, body):
-    """PUT /object/upload/sign: the upload a token allows, as the user who asked for it."""
-    check_name(name)
-    claims = signing.verify(token, bucket_id, name, signing.UPLOAD)
-    return upload(
-        bucket_id, name, None, body, upsert=bool(claims.get("upsert")), signed_owner=claims.get("owner") or ""
+    signer = {"role": who.role, "user": owner_of(who), "aal": who.aal}
+    token = signing.sign(
+        bucket_id, name, signing.UPLOAD, signing.UPLOAD_LIFETIME, signer=signer, upsert=upsert
     )
+    return {"url": f"/object/upload/sign/{bucket_id}/{name}?token={token}", "token": token}

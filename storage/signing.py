@@ -8,6 +8,7 @@ import jwt
 
 from config import setting
 from errors import Storage, storage_error
+from values import whole_number
 
 DOWNLOAD = "storage.download"
 UPLOAD = "storage.upload"
@@ -56,8 +57,7 @@ def verify(token, bucket_id, name, purpose):
 
 def lifetime(value):
     """expiresIn of a sign request: a whole number of seconds, 1 to ten years (as a number or text)."""
-    if isinstance(value, str) and value.strip().isdigit():
-        value = int(value.strip())
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_LIFETIME:
+    seconds = whole_number(value)
+    if seconds is None or not 0 < seconds <= MAX_LIFETIME:
         raise storage_error(400, Storage.INVALID_REQUEST, "expiresIn must be a number of seconds, at least 1")
-    return value
+    return seconds

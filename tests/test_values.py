@@ -9,7 +9,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 
-from values import BadValue, body_value, convert_value, json_value, text_value
+from values import BadValue, body_value, convert_value, json_value, text_value, whole_number
 
 kinds = sa.Table(
     "kinds",
@@ -187,3 +187,14 @@ def test_json_value(column, value, expected):
 )
 def test_text_value(value, field):
     assert text_value(value) == field
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [(60, 60), ("60", 60), ("007", 7), ("9" * 18, int("9" * 18)), (0, 0), ("²", None), ("①", None),
+     ("¹¹", None), ("١٢", None), ("１２", None), ("𝟙", None), ("1_000", None), (" 60", None), ("60\n", None),
+     ("+6", None), ("-6", None), ("6.0", None), ("", None), ("9" * 19, None), (True, None), (6.0, None),
+     (None, None), ([6], None)],
+)  # fmt: skip
+def test_whole_number_takes_ascii_digits_only(raw, expected):
+    assert whole_number(raw) == expected

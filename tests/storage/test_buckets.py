@@ -55,6 +55,7 @@ def test_a_declaration_that_cannot_work_stops_the_start(tmp_path, database_url):
         ('[buckets.a]\npublic = "yes"', "public"),
         ('[buckets."../x"]', "bucket name"),
         ('[buckets.a]\nfile_size_limit = "big"', "file_size_limit"),
+        ('[buckets.a]\nfile_size_limit = "999999999999999TB"', "file_size_limit"),
         ('[buckets.a.policies]\nupsert = "true"', "unknown key 'upsert'"),
     ):
         path = tmp_path / "tables.toml"

@@ -72,3 +72,25 @@ def test_s3_that_does_not_answer_is_a_503(make_app, tables_config, storage_root,
     client = Api(app, service_key)
     assert_storage_error(client.post("/storage/v1/object/locked/x.txt", data=b"x", headers=UPLOAD), 503)
     assert client.post("/storage/v1/object/list/locked", json={}).json == []  # no row was kept
+
+
+def test_signed_uploads_and_copies_keep_the_rules_on_s3(api, browser, s3, user_token):
+    """The write paths that differ on S3 (a signed upload placed by upload_file, a copy made by the
+    server): held to the same rules, and a refused one leaves no key behind."""
+    from support import assert_storage_error
+
+    objects = "/storage/v1/object"
+    ann, bob = user_token("ann@example.com"), user_token("bob@example.com")
+    assert api.post(f"{objects}/avatars/a.txt", data=b"ann's", token=ann, headers=UPLOAD).status_code == 200
+    upsert = {"x-upsert": "true"}
+    assert_storage_error(api.post(f"{objects}/upload/sign/avatars/a.txt", token=bob, headers=upsert), 403)
+    signed = api.post(f"{objects}/upload/sign/avatars/b.txt", token=ann, headers=upsert).json
+    assert api.post(f"{objects}/avatars/b.txt", data=b"bob's", token=bob, headers=UPLOAD).status_code == 200
+    assert_storage_error(browser.put(f"/storage/v1{signed['url']}", data=b"ann's", headers=UPLOAD), 403)
+    assert len(keys(s3)) == 2
+    api.post(f"{objects}/private/ann/big.txt", data=b"x" * 2000, token=ann, headers=UPLOAD)
+    copy = {"bucketId": "private", "sourceKey": "ann/big.txt", "destinationBucket": "avatars",
+            "destinationKey": "big.txt"}  # fmt: skip
+    assert_storage_error(api.post(f"{objects}/copy", json=copy, token=ann), 413, "EntityTooLarge")
+    assert len(keys(s3)) == 3
+    assert api.get(f"{objects}/public/avatars/b.txt").data == b"bob's"
