@@ -318,11 +318,21 @@ def _refuse_constant(name):
     raise ValueError(f"{name} is not JSON")
 
 
+def _finite_float(text):
+    """A JSON number with a fraction or an exponent; one too large for a double (`1e999`, which
+    Python reads as infinity) is refused as NaN is: no database stores it as JSON."""
+    number = float(text)
+    if not math.isfinite(number):
+        raise ValueError(f"{text[:20]} is out of range")
+    return number
+
+
 def strict_json(raw):
-    """`raw` bytes parsed as strict JSON: UTF-8, no NaN or Infinity, no unpaired surrogate (it cannot
-    be stored), at most MAX_DEPTH levels. A ValueError for anything else."""
+    """`raw` bytes parsed as strict JSON: UTF-8, no NaN or Infinity (not even as a number too large
+    for a double, `1e999`), no unpaired surrogate (it cannot be stored), at most MAX_DEPTH levels.
+    A ValueError for anything else."""
     try:
-        data = json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant)
+        data = json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant, parse_float=_finite_float)
     except RecursionError:
         raise ValueError("too deeply nested") from None
     pending = [(data, 1)]

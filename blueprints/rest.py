@@ -314,7 +314,7 @@ def json_body(empty=None):
     except ValueError:
         raise bad_body(
             "Could not parse the request body as JSON",
-            hint=f"NaN, Infinity, unpaired surrogates and nesting deeper than {MAX_DEPTH} are refused",
+            hint=f"NaN, Infinity, 1e999, unpaired surrogates and nesting deeper than {MAX_DEPTH} are refused",
         ) from None
 
 

@@ -3,7 +3,7 @@ values longer than their column, on both databases. Each is a 400 and stores not
 
 import pytest
 
-from support import assert_auth_error
+from support import Api, assert_auth_error
 
 BODIES = {
     "NaN": b'{"email": "a@example.com", "password": NaN}',
@@ -82,3 +82,53 @@ def test_metadata_nested_to_the_limit_is_stored_or_refused_never_a_500(api, dept
         assert response.json["user"]["user_metadata"]["a"] == nested["a"]
     else:
         assert_auth_error(response, 400, "bad_json")
+
+
+# `1e999` is valid JSON that Python reads as infinity: it was stored as `Infinity` on SQLite (and then
+# every session, token and admin listing carrying it was invalid JSON) and was a 503 on MariaDB.
+NEW = '"email": "new@example.com", "password": "secret-pw", '
+ROUTES = [  # (who sends it, method, path, body)
+    ("anon", "POST", "/auth/v1/signup", '{' + NEW + '"data": {"n": 1e999}}'),
+    ("anon", "POST", "/auth/v1/signup", '{' + NEW + '"data": {"a": [1, {"b": -1e999}]}}'),
+    ("anon", "POST", "/auth/v1/signup", '{' + NEW + '"data": {"n": 1E400}}'),
+    ("user", "PUT", "/auth/v1/user", '{"data": {"n": 1e999}}'),
+    ("user", "PATCH", "/auth/v1/user", '{"first_name": "Ann", "data": {"n": 1e999}}'),
+    ("anon", "POST", "/auth/v1/otp", '{"email": "new@example.com", "data": {"n": 1e999}}'),
+    ("service", "POST", "/auth/v1/admin/users", '{' + NEW + '"user_metadata": {"n": 1e999}}'),
+    ("service", "POST", "/auth/v1/admin/users", '{' + NEW + '"app_metadata": {"n": 1e999}}'),
+    ("service", "PUT", "/auth/v1/admin/users/1", '{"user_metadata": {"n": 1e999}}'),
+    ("service", "PUT", "/auth/v1/admin/users/1", '{"app_metadata": {"n": 1e999}}'),
+    ("service", "POST", "/auth/v1/invite", '{"email": "new@example.com", "data": {"n": 1e999}}'),
+    ("service", "POST", "/auth/v1/admin/generate_link", '{"type":"signup", ' + NEW + '"data": {"n": 1e999}}'),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("who", "method", "path", "body"), ROUTES)
+def test_a_number_too_large_for_a_double_is_bad_json_and_stores_nothing(
+    api, service_key, who, method, path, body
+):
+    session = api.sign_up()
+    admin = Api(api.app, service_key)
+    token = session["access_token"] if who == "user" else None
+    client = admin if who == "service" else api
+    response = client.request(
+        method, path, token=token, data=body.encode(), headers={"Content-Type": "application/json"}
+    )
+    assert_auth_error(response, 400, "bad_json")
+    # Nothing was stored: no new user, Ann's metadata as it was, and every answer still strict JSON.
+    listing = admin.get("/auth/v1/admin/users")
+    assert listing.status_code == 200 and "Infinity" not in listing.get_data(as_text=True)
+    assert [user["email"] for user in listing.json["users"]] == ["ann@example.com"]
+    user = api.get("/auth/v1/user", token=session["access_token"]).json
+    assert "n" not in user["user_metadata"] and "n" not in user["app_metadata"]
+    refreshed = api.post(
+        "/auth/v1/token?grant_type=refresh_token", json={"refresh_token": session["refresh_token"]}
+    )
+    assert refreshed.status_code == 200 and "Infinity" not in refreshed.get_data(as_text=True)
+
+
+def test_the_largest_finite_numbers_are_still_stored(api):
+    session = api.sign_up(big=1.7976931348623157e308, small=-1e-999, whole=10**30)
+    user = api.get("/auth/v1/user", token=session["access_token"]).json
+    assert user["user_metadata"]["big"] == 1.7976931348623157e308
+    assert user["user_metadata"]["small"] == 0 and user["user_metadata"]["whole"] == 10**30

@@ -168,6 +168,20 @@ def test_json_objects_and_arrays_are_bound_as_json_text(rest):
     assert rest.anon.post("/rest/v1/rpc/second_of", json=body).json == 25
 
 
+@pytest.mark.parametrize(
+    ("name", "body"),
+    [("cheapest", b'{"max_price": 1e999}'),
+     ("cheapest", b'{"max_price": -1E400}'),
+     ("second_of", b'{"ids": [10, 1e999], "o": {"add": 5}}'),
+     ("second_of", b'{"ids": [1], "o": {"add": -1e999}}')],
+)  # fmt: skip
+def test_a_number_too_large_for_a_double_is_a_400_not_infinity(rest, name, body):
+    """Bound as a float it was infinity (a 503 on MariaDB); inside a JSON argument it was the text
+    `Infinity`, which no database's JSON functions read."""
+    response = rest.anon.post(f"/rest/v1/rpc/{name}", data=body, headers={"Content-Type": "application/json"})
+    assert_rest_error(response, 400)
+
+
 def test_an_argument_left_out_takes_its_default(rest):
     assert [row["id"] for row in rest.anon.get("/rest/v1/rpc/cheapest").json] == [1, 5]
     assert [row["id"] for row in rest.anon.get("/rest/v1/rpc/cheapest?max_price=3").json] == [1, 5]

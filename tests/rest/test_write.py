@@ -317,7 +317,8 @@ def test_unknown_body_keys_are_a_400_naming_them(rest):
 @pytest.mark.parametrize(
     "data",
     [b"", b"{", b"nope", b"null", b"42", b'"text"', b"[1, 2]", b'[{"name": "a"}, 3]', b"\xff\xfe",
-     b"[" * 100000 + b"]" * 100000, b'{"name": NaN}', b'{"name": "x", "price": Infinity}'],
+     b"[" * 100000 + b"]" * 100000, b'{"name": NaN}', b'{"name": "x", "price": Infinity}',
+     b'{"name": "x", "price": 1e999}', b'{"name": "x", "qty": -1E400}'],
 )  # fmt: skip
 def test_bodies_that_are_not_json_objects_are_400(rest, data):
     response = rest.anon.post("/rest/v1/items", data=data, headers={"Content-Type": "application/json"})

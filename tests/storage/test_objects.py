@@ -147,6 +147,18 @@ def test_multipart_uploads_and_user_metadata(service, api):
     assert_storage_error(empty, 400, "InvalidRequest")
 
 
+@pytest.mark.parametrize("metadata", ['{"n": 1e999}', '{"a": [-1e999]}', '{"n": 1E400}'])
+def test_metadata_with_a_number_too_large_for_a_double_is_a_400(service, api, metadata):
+    """It was stored as `Infinity` on SQLite (the object's info then invalid JSON) and a 503 on
+    MariaDB; it is refused as NaN is, in the header and in a form's field, and nothing is stored."""
+    encoded = base64.b64encode(metadata.encode()).decode()
+    assert_storage_error(upload(service, "avatars/huge.txt", **{"x-metadata": encoded}), 400)
+    form = {"metadata": metadata, "": (io.BytesIO(b"meow"), "c.txt", "text/plain")}
+    posted = service.post(f"{OBJECTS}/avatars/huge.txt", data=form, content_type="multipart/form-data")
+    assert_storage_error(posted, 400)
+    assert api.get(f"{OBJECTS}/info/avatars/huge.txt").status_code in (400, 404)
+
+
 def test_upsert_replaces_and_frees_the_old_bytes(service, api, storage_root):
     upload(service, "avatars/a.txt", b"one")
     assert_storage_error(upload(service, "avatars/a.txt", b"two"), 409, "KeyAlreadyExists")
