@@ -8,6 +8,7 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     DateTime,
+    Double,
     ForeignKey,
     Integer,
     MetaData,
@@ -40,6 +41,7 @@ SERVICE_TABLES = (
     "minibase_identities",
     "minibase_storage_buckets",
     "minibase_storage_objects",
+    "minibase_realtime_changes",
     "minibase_alembic_version",
 )
 USER_COLUMNS = (
@@ -317,3 +319,19 @@ def upsert(table, values, keys, update=None):
         else:
             statement = statement.on_conflict_do_nothing(index_elements=keys)
     db.session.execute(statement)
+
+
+class RealtimeChange(db.Model):
+    """A row inserted, updated or deleted in a table that opts in to Realtime, as the table's own
+    triggers (live/capture.py) write it in the writer's transaction: the rows as JSON objects, and
+    when (seconds since the epoch). Every instance's change feed reads it; it is trimmed soon."""
+
+    __tablename__ = "minibase_realtime_changes"
+    __table_args__ = {"sqlite_autoincrement": True}
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer(), "sqlite"), primary_key=True)
+    table_name: Mapped[str] = mapped_column(String(64), nullable=False)
+    operation: Mapped[str] = mapped_column(String(6), nullable=False)  # INSERT, UPDATE, DELETE
+    new_row = mapped_column(Text().with_variant(mysql.LONGTEXT(), "mysql"))
+    old_row = mapped_column(Text().with_variant(mysql.LONGTEXT(), "mysql"))
+    created_at: Mapped[float] = mapped_column(Double, nullable=False)

@@ -1,16 +1,42 @@
-"""Postgres changes: which subscriptions a join may hold, and the feed that delivers the changes of
-opted-in tables to them."""
+"""Postgres changes: the subscriptions a join may hold, and the feed that reads the change log the
+triggers write (live/capture.py) and delivers each change, in the order it was logged, to the
+subscribers whose filter matches and who may select that row now: the table's select rule and row
+policy, judged by rest/policies.py with the subscriber's identity, the policy evaluated by the
+database on the row's values (a DELETE on the row as it was). Hidden columns are never sent; the
+`old` of an UPDATE or a DELETE is the primary key only."""
+
+import asyncio
+import itertools
+import json
+import logging
+import re
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import sqlalchemy as sa
+
+from errors import APIError
+from extensions import db
+from live import access, capture
+from rest import policies, reflection
+
+log = logging.getLogger("minibase")
+_ids = itertools.count(1)
+
+EVENTS = ("*", "INSERT", "UPDATE", "DELETE")
+OPERATORS = ("eq", "neq", "lt", "lte", "gt", "gte", "in")
+FILTER = re.compile(r"([^=]+)=(eq|neq|lt|lte|gt|gte|in)\.(.*)", re.S)
+POLL_SECONDS = 0.02  # between two reads of the log while someone subscribes
+IDLE_SECONDS = 0.5  # between two reads while no one does
+GAP_SECONDS = 1.0  # how long a missing id (a transaction not yet committed) holds back the ones after it
+KEEP_SECONDS = 300  # how long a change stays in the log for instances that lag
+TRIM_SECONDS = 10  # between two trims
+BATCH = 500  # changes read at once
 
 
 class Refused(Exception):
     """A postgres_changes subscription the join's reply refuses, in Supabase's words."""
-
-
-def subscribe(wanted, who):
-    """The Subscriptions for the join's `postgres_changes` list."""
-    if wanted:
-        raise Refused(unable(wanted[0] if isinstance(wanted[0], dict) else {}))
-    return []
 
 
 def unable(params):
@@ -26,22 +52,386 @@ def unable(params):
     )
 
 
+@dataclass
+class Subscription:
+    """One entry of a join's postgres_changes: which event of which table (None: every opted-in
+    table), and a filter on one column."""
+
+    id: int
+    event: str
+    schema: str
+    table: str | None
+    filter: str | None
+    column: str | None = None
+    operator: str | None = None
+    values: tuple = ()
+
+    def describe(self):
+        """What the join's reply says of it: realtime-js matches it with its own binding."""
+        found = {"id": self.id, "event": self.event, "schema": self.schema}
+        if self.table is not None:
+            found["table"] = self.table
+        if self.filter is not None:
+            found["filter"] = self.filter
+        return found
+
+    def matches(self, table, operation, row):
+        if self.table is not None and self.table != table:
+            return False
+        if self.event != "*" and self.event.upper() != operation:
+            return False
+        return self.column is None or _compare(row.get(self.column), self.operator, self.values)
+
+
+def _compare(value, operator, values):
+    """A filter on the row's value: the filter's text read as the value's own type."""
+    wanted = [_as(value, text) for text in values]
+    if operator == "in":
+        return value in wanted
+    target = wanted[0]
+    if operator == "eq":
+        return value == target
+    if operator == "neq":
+        return value != target
+    if value is None or target is None:
+        return False
+    try:
+        return {"lt": value < target, "lte": value <= target, "gt": value > target, "gte": value >= target}[
+            operator
+        ]
+    except TypeError:
+        return False
+
+
+def _as(value, text):
+    if text == "null":
+        return None
+    if isinstance(value, bool):
+        return text.lower() in ("true", "t", "1")
+    if isinstance(value, int | float):
+        try:
+            return int(text) if isinstance(value, int) and re.fullmatch(r"-?\d+", text) else float(text)
+        except ValueError:
+            return text
+    return text
+
+
+def subscribe(wanted, who, captured):
+    """The Subscriptions of a join's `postgres_changes`, each for a table whose changes are
+    captured and that `who` may read; Refused otherwise. In the app's context."""
+    if not isinstance(wanted, list):
+        raise Refused(unable({}))
+    found = []
+    for params in wanted:
+        if not isinstance(params, dict):
+            raise Refused(unable({}))
+        event, schema = params.get("event", "*"), params.get("schema", "public")
+        table, text = params.get("table"), params.get("filter")
+        if not isinstance(event, str) or event.upper() not in EVENTS or schema not in ("public", "*"):
+            raise Refused(unable(params))
+        if table is not None and not isinstance(table, str) or text is not None and not isinstance(text, str):
+            raise Refused(unable(params))
+        subscription = Subscription(
+            next(_ids), event, schema, None if table in (None, "*") else table, text or None
+        )
+        if subscription.table is not None:
+            _check_table(subscription.table, who, captured, params)
+        elif not any(reason is None for reason in captured.values()):
+            raise Refused(unable(params))
+        if subscription.filter is not None:
+            _parse_filter(subscription, params)
+        found.append(subscription)
+    return found
+
+
+def _check_table(name, who, captured, params):
+    policy = policies.policies().get(name)
+    if policy is None or not policy.realtime or captured.get(name, "") is not None:
+        raise Refused(unable(params))
+    try:
+        policies.authorize(policy, "select", who)
+    except APIError:
+        raise Refused(unable(params)) from None
+
+
+def _parse_filter(subscription, params):
+    match = FILTER.fullmatch(subscription.filter)
+    if match is None or subscription.table is None:
+        raise Refused(unable(params))
+    column, operator, text = match.groups()
+    table = reflection.reflected_or_none(subscription.table)
+    if table is None or column not in table.c:  # a hidden column cannot be filtered on either
+        raise Refused(unable(params))
+    if operator == "in":
+        if not (text.startswith("(") and text.endswith(")")):
+            raise Refused(unable(params))
+        values = tuple(part.strip().strip('"') for part in text[1:-1].split(","))
+    else:
+        values = (text,)
+    subscription.column, subscription.operator, subscription.values = column, operator, values
+
+
 def still_readable(subscriptions, who):
-    return not subscriptions
+    """Whether `who` (a new token's) may still read every table the subscriptions name."""
+    for subscription in subscriptions:
+        if subscription.table is None:
+            continue
+        policy = policies.policies().get(subscription.table)
+        try:
+            policies.authorize(policy, "select", who)
+        except (APIError, TypeError, KeyError):
+            return False
+    return True
+
+
+# --- the feed
+
+
+@dataclass(frozen=True)
+class Change:
+    id: int
+    table: str
+    operation: str
+    new: dict | None
+    old: dict | None
+    at: float
 
 
 class Feed:
+    """Reads the change log of this instance's database and hands each change to the channels of
+    this process that subscribe to it. Every instance reads the whole log, so each delivers to its
+    own sockets and none twice."""
+
     def __init__(self, server):
         self.server = server
+        self.channels = set()  # channels holding subscriptions
+        self.captured = {}  # table -> None (captured) or why not
+        self.floor = 0  # the last id handed out or given up
+        self.gaps = {}  # a missing id -> when it was first missed
+        self.task = None
+        self.trimmed = 0.0
 
     async def start(self):
-        pass
+        """Install the triggers and start reading; with the database down or refusing, Realtime
+        serves all the same and subscriptions to changes are refused (the log says why)."""
+        try:
+            self.captured = await self.server.call(capture.install)
+            self.floor = await self.server.call(_latest)
+        except Exception:
+            log.exception("realtime: the change log cannot be read: no Postgres changes are served")
+            self.captured = {}
+            return
+        self.task = asyncio.create_task(self.run())
 
     async def stop(self):
-        pass
+        if self.task is not None:
+            self.task.cancel()
+            try:
+                await self.task
+            except asyncio.CancelledError:
+                pass
 
     def add(self, channel):
-        pass
+        if channel.subscriptions:
+            self.channels.add(channel)
 
     def remove(self, channel):
-        pass
+        self.channels.discard(channel)
+
+    async def run(self):
+        while True:
+            try:
+                await self.step()
+            except Exception:
+                log.exception("realtime: reading the change log failed; trying again")
+                await asyncio.sleep(1)
+            await asyncio.sleep(POLL_SECONDS if self.channels else IDLE_SECONDS)
+
+    async def step(self):
+        if time.monotonic() - self.trimmed > TRIM_SECONDS:
+            self.trimmed = time.monotonic()
+            await self.server.call(_trim)
+        changes = self.ready(await self.server.call(_read, self.floor))
+        if not changes or not self.channels:
+            return
+        listeners = [
+            (channel, channel.subscriptions, channel.who, channel.token)
+            for channel in self.channels
+            if channel.authorized
+        ]
+        deliveries, dead = await self.server.call(_judge, changes, listeners)
+        for channel, why in dead:
+            if channel.authorized:
+                channel.authorized = False
+                channel.system("system", "error", why)
+        for channel, ids, data in deliveries:
+            if channel.authorized:
+                channel.push("postgres_changes", {"ids": ids, "data": data})
+
+    def ready(self, changes):
+        """The changes that may go out now, in id order: one after a missing id waits for it (a
+        transaction that has written but not committed) up to GAP_SECONDS, then the gap is given up
+        (a rolled-back write)."""
+        out, expected, now = [], self.floor + 1, time.monotonic()
+        for change in changes:
+            if change.id != expected and now - self.gaps.setdefault(expected, now) < GAP_SECONDS:
+                break
+            out.append(change)
+            expected = change.id + 1
+        if out:
+            self.floor = out[-1].id
+            self.gaps = {gap: seen for gap, seen in self.gaps.items() if gap > self.floor}
+        return out
+
+
+def _log_table():
+    return sa.table(
+        capture.LOG_TABLE,
+        sa.column("id"),
+        sa.column("table_name"),
+        sa.column("operation"),
+        sa.column("new_row"),
+        sa.column("old_row"),
+        sa.column("created_at"),
+    )
+
+
+def _latest():
+    with db.engine.connect() as connection:
+        return connection.execute(sa.select(sa.func.max(_log_table().c.id))).scalar() or 0
+
+
+def _read(floor):
+    log_table = _log_table()
+    query = sa.select(log_table).where(log_table.c.id > floor).order_by(log_table.c.id).limit(BATCH)
+    with db.engine.connect() as connection:
+        rows = connection.execute(query).all()
+    return [
+        Change(
+            row.id,
+            row.table_name,
+            row.operation,
+            json.loads(row.new_row) if row.new_row else None,
+            json.loads(row.old_row) if row.old_row else None,
+            float(row.created_at),
+        )
+        for row in rows
+    ]
+
+
+def _trim():
+    log_table = _log_table()
+    if db.engine.dialect.name == "sqlite":
+        now = sa.text("(julianday('now') - 2440587.5) * 86400.0")
+    else:
+        now = sa.func.unix_timestamp(sa.func.now(6))
+    with db.engine.begin() as connection:
+        connection.execute(sa.delete(log_table).where(log_table.c.created_at < now - KEEP_SECONDS))
+
+
+def _judge(changes, listeners):
+    """(channel, subscription ids, data) for each change each listener may see, and (channel, why)
+    for the listeners whose token no longer holds (expired, logged out, its user banned): each token
+    is verified again, once a batch, as a request's would be."""
+    verdicts = {}  # token -> its Identity now, or why it no longer holds
+    for _, _, who, token in listeners:
+        if token and token not in verdicts:
+            try:
+                verdicts[token] = access.caller(token, who.role)[0]
+            except APIError as exc:
+                verdicts[token] = exc.message
+    dead = [
+        (channel, verdicts[token])
+        for channel, _, _, token in listeners
+        if isinstance(verdicts.get(token), str)
+    ]
+    deliveries, seen = [], {}
+    for change in changes:
+        policy = policies.policies().get(change.table)
+        table = reflection.reflected_or_none(change.table) if policy is not None and policy.realtime else None
+        if table is None:
+            continue
+        row = change.old if change.operation == "DELETE" else change.new
+        data = None
+        for channel, subscriptions, who, token in listeners:
+            who = verdicts[token] if token else who
+            if isinstance(who, str):
+                continue
+            ids = [s.id for s in subscriptions if s.matches(change.table, change.operation, row)]
+            if not ids:
+                continue
+            key = (change.id, who.role, who.user_id, who.session_id)
+            if key not in seen:
+                seen[key] = _may_select(policy, who, change.table, row)
+            if not seen[key]:
+                continue
+            data = data or _payload(change, table)
+            deliveries.append((channel, ids, data))
+    return deliveries, dead
+
+
+def _may_select(policy, who, name, row):
+    """Whether `who` may select `row` of table `name` now: its select rule (rest.policies), the
+    owner rule on the row's owner column, and the row policy, run by the database on the row's
+    values with the caller's parameters."""
+    try:
+        grant = policies.authorize(policy, "select", who)
+    except APIError:
+        return False
+    if policy.owner_column is not None and not grant.owns(row.get(policy.owner_column)):
+        return False
+    if grant.using is None:
+        return True
+    values = [sa.bindparam(f"rt_{n}", value).label(column) for n, (column, value) in enumerate(row.items())]
+    derived = sa.select(*values).subquery(name)
+    statement = sa.select(sa.literal(1)).select_from(derived).where(grant.using.clause(derived, grant.values))
+    with db.engine.connect() as connection:
+        return connection.execute(statement).first() is not None
+
+
+TYPES = (
+    (sa.Boolean, "bool"),
+    (sa.Integer, "int8"),
+    (sa.Float, "float8"),
+    (sa.Numeric, "numeric"),
+    (sa.JSON, "jsonb"),
+    (sa.DateTime, "timestamp"),
+    (sa.Date, "date"),
+    (sa.Time, "time"),
+)
+
+
+def _type(column):
+    return next((name for kind, name in TYPES if isinstance(column.type, kind)), "text")
+
+
+def _value(column, value):
+    if isinstance(column.type, sa.Boolean) and isinstance(value, int):
+        return bool(value)
+    if isinstance(column.type, sa.JSON) and isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def _payload(change, table):
+    """Supabase's postgres_changes data: only the exposed columns; the old row's primary key only."""
+    columns = [column for column in table.c]
+    data = {
+        "schema": "public",
+        "table": change.table,
+        "commit_timestamp": datetime.fromtimestamp(change.at, UTC)
+        .isoformat(timespec="milliseconds")
+        .replace("+00:00", "Z"),
+        "type": change.operation,
+        "columns": [{"name": column.key, "type": _type(column)} for column in columns],
+        "errors": None,
+    }
+    if change.new is not None:
+        data["record"] = {c.key: _value(c, change.new[c.key]) for c in columns if c.key in change.new}
+    if change.old is not None:
+        key = [c for c in reflection.primary_key(table)] or columns[:1]
+        data["old_record"] = {c.key: _value(c, change.old[c.key]) for c in key if c.key in change.old}
+    return data

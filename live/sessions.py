@@ -236,7 +236,9 @@ class Socket:
             channel.may_send = await self.server.call(access.may_use_private, name, who, "insert")
         wanted = config.get("postgres_changes") or []
         try:
-            subscriptions = await self.server.call(changes.subscribe, wanted, who)
+            subscriptions = await self.server.call(
+                changes.subscribe, wanted, who, self.server.changes.captured
+            )
         except changes.Refused as exc:
             return self.connection.send(protocol.reply(message, "error", {"reason": str(exc)}))
         previous = self.connection.channels.get(message.topic)

@@ -17,7 +17,9 @@ from models import SERVICE_TABLES
 from row_policies import OPERATIONS, RULES, RowPolicy, applying, rule_words
 from row_policies import parse as row_policies_section
 
-TABLE_KEYS = frozenset({*OPERATIONS, "owner_column", "columns", "primary_key", "references", "policies"})
+TABLE_KEYS = frozenset(
+    {*OPERATIONS, "owner_column", "columns", "primary_key", "references", "policies", "realtime"}
+)
 FUNCTION_KEYS = frozenset({"sql", "execute", "returns", "writes", "defaults"})
 RETURNS = ("rows", "one", "scalar")
 # Any table of the service, present or future, carries this prefix (models.SERVICE_TABLES).
@@ -34,6 +36,7 @@ class Policy:
     read_only: bool = False  # the users table: it changes through /auth/v1 only
     references: tuple = ()  # (column, table, column): foreign keys the database does not declare
     row_policies: dict = field(default_factory=dict)  # operation -> RowPolicy ([tables.NAME.policies])
+    realtime: bool = False  # its changes reach Realtime's subscribers (live/capture.py)
 
 
 @dataclass(frozen=True)
@@ -176,7 +179,7 @@ def _policy(name, entry, forbidden, users, source):
     if unknown:
         raise ConfigError(
             f"{where}: unknown key {unknown[0]!r}; expected {', '.join(OPERATIONS)}, owner_column, "
-            "columns, primary_key or references"
+            "columns, primary_key, references, policies or realtime"
         )
     columns = entry.get("columns")
     if columns is not None and (
@@ -201,6 +204,9 @@ def _policy(name, entry, forbidden, users, source):
     row_policies = row_policies_section(where, name, entry.get("policies", {}))
     if read_only and row_policies:
         raise ConfigError(f"{where}: the users table takes no row policies")
+    realtime = entry.get("realtime", False)
+    if not isinstance(realtime, bool):
+        raise ConfigError(f"{where}: realtime must be true or false")
     return Policy(
         name,
         rules,
@@ -210,6 +216,7 @@ def _policy(name, entry, forbidden, users, source):
         read_only,
         references,
         row_policies,
+        realtime,
     )
 
 

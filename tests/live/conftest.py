@@ -57,6 +57,7 @@ def start_server(tmp_path, database_url):
             process = subprocess.Popen([sys.executable, "wsgi.py"], cwd=ROOT, env=env, stdout=log, stderr=log)
         started.append(process)
         server = Server(process, port, log_path)
+        server.database_url = env["DATABASE_URL"]
         deadline = time.monotonic() + 30
         while True:
             try:

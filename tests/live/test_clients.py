@@ -7,6 +7,7 @@ import os
 import subprocess
 
 import pytest
+import sqlalchemy as sa
 from realtime import AsyncRealtimeClient, RealtimeSubscribeStates
 
 pytestmark = pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
@@ -65,3 +66,86 @@ def test_supabase_py_broadcast_and_presence(server):
     heard, state = asyncio.run(asyncio.wait_for(scenario(), 30))
     assert heard == [{"from": "py"}]
     assert set(state) == {"ann"} and state["ann"][0]["online"] is True
+
+
+CHANGES = """
+[tables.messages]
+select = "anon"
+insert = "anon"
+update = "anon"
+delete = "anon"
+realtime = true
+
+[tables.plain]
+select = "anon"
+"""
+
+
+@pytest.fixture
+def changes_server(start_server, database_url):
+    engine = sa.create_engine(database_url)
+    with engine.begin() as connection:
+        connection.execute(
+            sa.text("CREATE TABLE messages (id INTEGER PRIMARY KEY AUTOINCREMENT, room INTEGER, body TEXT)")
+        )
+        connection.execute(sa.text("CREATE TABLE plain (id INTEGER PRIMARY KEY, body TEXT)"))
+    engine.dispose()
+    return start_server(CHANGES)
+
+
+@pytest.mark.parametrize("vsn", ["1.0.0", "2.0.0"])
+def test_supabase_js_postgres_changes(node_modules, changes_server, vsn):
+    server = changes_server
+    env = {**os.environ, "MINIBASE_URL": server.base, "ANON_KEY": server.anon, "VSN": vsn}
+    done = subprocess.run(
+        ["node", "realtime_changes.mjs"],
+        cwd=node_modules.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["status"] == ["SUBSCRIBED", None]
+    common = {"table": "messages", "schema": "public", "errors": None, "stamped": True}
+    assert out["all"] == [
+        {**common, "eventType": "INSERT", "new": {"id": 1, "room": 1, "body": "one"}, "old": {}},
+        {**common, "eventType": "INSERT", "new": {"id": 2, "room": 2, "body": "two"}, "old": {}},
+        {
+            **common,
+            "eventType": "UPDATE",
+            "new": {"id": 1, "room": 1, "body": "one, edited"},
+            "old": {"id": 1},
+        },
+        {**common, "eventType": "DELETE", "new": {}, "old": {"id": 2}},
+    ]
+    assert out["room2"] == ["two"]
+    assert out["refused"][0] == "CHANNEL_ERROR" and "Unable to subscribe" in out["refused"][1]
+
+
+def test_supabase_py_postgres_changes(changes_server):
+    server = changes_server
+
+    async def scenario():
+        client = AsyncRealtimeClient(f"{server.base}/realtime/v1", server.anon)
+        await client.connect()
+        seen, statuses = [], []
+        channel = client.channel("db")
+        channel.on_postgres_changes("*", table="messages", schema="public", callback=seen.append)
+        await channel.subscribe(lambda status, error: statuses.append(status))
+        while RealtimeSubscribeStates.SUBSCRIBED not in statuses:
+            await asyncio.sleep(0.02)
+        engine = sa.create_engine(changes_server_url)
+        with engine.begin() as connection:
+            connection.execute(sa.text("INSERT INTO messages (room, body) VALUES (7, 'from python')"))
+        engine.dispose()
+        while not seen:
+            await asyncio.sleep(0.02)
+        await client.close()
+        return seen
+
+    changes_server_url = server.database_url
+    [payload] = asyncio.run(asyncio.wait_for(scenario(), 30))
+    data = payload["data"]
+    assert data["type"] == "INSERT" and data["record"] == {"id": 1, "room": 7, "body": "from python"}

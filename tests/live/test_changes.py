@@ -1,0 +1,257 @@
+"""Postgres changes from every writer (the REST API, and plain SQL as another program writes it),
+captured by triggers in the database, delivered in order as Supabase's payload; and who sees what:
+the subscriber's own rule, owner and row policy, hidden columns, a token logged out or expired
+mid-subscription and a fresh one resuming. SQLite and MariaDB."""
+
+import time
+
+import jwt
+import pytest
+import requests
+import sqlalchemy as sa
+from phoenix import Client
+
+from auth import tokens
+from support import SECRET
+
+TABLES = """
+[tables.messages]
+select = "anon"
+insert = "anon"
+update = "anon"
+delete = "anon"
+realtime = true
+
+[tables.notes]
+select = "owner"
+insert = "owner"
+update = "owner"
+delete = "owner"
+owner_column = "user_id"
+realtime = true
+
+[tables.posts]
+select = "anon"
+insert = "authenticated"
+columns = ["id", "title", "published", "author_id"]
+realtime = true
+
+[tables.posts.policies]
+select = "published = 1 OR author_id = :uid"
+
+[tables.plain]
+select = "anon"
+"""
+
+
+@pytest.fixture
+def database(database_url, backend):
+    """The app's tables, made by the app's own migration-free SQL, and a way to write to them as
+    another program would: plain SQL on a connection of its own."""
+    auto = "AUTO_INCREMENT" if backend == "mysql" else "AUTOINCREMENT"
+    engine = sa.create_engine(database_url)
+    with engine.begin() as connection:
+        for statement in (
+            f"CREATE TABLE messages (id INTEGER PRIMARY KEY {auto}, room INTEGER, body VARCHAR(200))",
+            f"CREATE TABLE notes (id INTEGER PRIMARY KEY {auto}, user_id INTEGER NOT NULL, "
+            "body VARCHAR(200))",
+            f"CREATE TABLE posts (id INTEGER PRIMARY KEY {auto}, title VARCHAR(200), "
+            "published INTEGER NOT NULL, author_id INTEGER, secret VARCHAR(200))",
+            f"CREATE TABLE plain (id INTEGER PRIMARY KEY {auto}, body VARCHAR(200))",
+        ):
+            connection.execute(sa.text(statement))
+
+    class Writer:
+        def __call__(self, sql, **values):
+            with engine.begin() as connection:
+                connection.execute(sa.text(sql), values)
+
+        def rolled_back(self, sql):
+            with engine.connect() as connection, connection.begin() as transaction:
+                connection.execute(sa.text(sql))
+                transaction.rollback()
+
+    yield Writer()
+    engine.dispose()
+
+
+def changes(name, *wanted):
+    return [{"event": event, "schema": "public", "table": table, **extra} for event, table, extra in wanted]
+
+
+def change(client, timeout=5):
+    message = client.until("postgres_changes", timeout)
+    return message["payload"]["ids"], message["payload"]["data"]
+
+
+def sign_up(server, email):
+    body = {"email": email, "password": "secret-pw"}
+    session = requests.post(
+        f"{server.base}/auth/v1/signup", json=body, headers={"apikey": server.anon}, timeout=10
+    )
+    assert session.status_code == 200, session.text
+    return session.json()["access_token"], int(session.json()["user"]["id"])
+
+
+def test_changes_from_every_writer_in_supabases_payload(start_server, database):
+    server = start_server(TABLES)
+    watcher, filtered = Client(server), Client(server, "2.0.0")
+    reply = watcher.join("db", postgres_changes=changes("db", ("*", "messages", {})))
+    assert reply["status"] == "ok"
+    [binding] = reply["response"]["postgres_changes"]
+    assert binding == {"id": binding["id"], "event": "*", "schema": "public", "table": "messages"}
+    system = watcher.until("system")["payload"]
+    assert system == {"extension": "postgres_changes", "status": "ok", "message": "Subscribed to PostgreSQL",
+                      "channel": "db"}  # fmt: skip
+    wanted = changes(
+        "f", ("INSERT", "messages", {"filter": "room=eq.2"}), ("*", "messages", {"filter": "room=in.(3,4)"})
+    )
+    replied = filtered.join("f", postgres_changes=wanted)["response"]["postgres_changes"]
+    assert [entry["filter"] for entry in replied] == ["room=eq.2", "room=in.(3,4)"]
+
+    posted = requests.post(f"{server.base}/rest/v1/messages", json={"room": 1, "body": "via rest"},
+                           headers={"apikey": server.anon}, timeout=10)  # fmt: skip
+    assert posted.status_code == 201
+    ids, data = change(watcher)
+    assert ids == [binding["id"]]
+    assert data["type"] == "INSERT" and data["schema"] == "public" and data["table"] == "messages"
+    assert data["record"] == {"id": 1, "room": 1, "body": "via rest"} and data["errors"] is None
+    assert {"name": "room", "type": "int8"} in data["columns"] and data["commit_timestamp"].endswith("Z")
+    assert "old_record" not in data
+
+    database("INSERT INTO messages (room, body) VALUES (2, 'by another program')")
+    assert change(watcher)[1]["record"] == {"id": 2, "room": 2, "body": "by another program"}
+    database("UPDATE messages SET body = 'edited' WHERE id = 2")
+    _, data = change(watcher)
+    assert data["type"] == "UPDATE" and data["record"]["body"] == "edited" and data["old_record"] == {"id": 2}
+    database("DELETE FROM messages WHERE id = 1")
+    _, data = change(watcher)
+    assert data["type"] == "DELETE" and data["old_record"] == {"id": 1} and "record" not in data
+    database.rolled_back("INSERT INTO messages (room, body) VALUES (3, 'rolled back')")
+    database("INSERT INTO messages (room, body) VALUES (4, 'in a list')")
+    database("INSERT INTO plain (body) VALUES ('never told')")
+    assert change(watcher)[1]["record"]["room"] == 4  # not the rolled-back one, and not plain's
+
+    ids, data = change(filtered)  # the INSERT of room 2; not its UPDATE (that binding is INSERT only)
+    assert data["record"]["room"] == 2 and data["type"] == "INSERT" and ids == [replied[0]["id"]]
+    ids, data = change(filtered)
+    assert data["record"]["room"] == 4 and ids == [replied[1]["id"]]
+    filtered.nothing()
+
+    refused = watcher.join("plain", postgres_changes=changes("p", ("*", "plain", {})))
+    assert refused["status"] == "error"
+    assert refused["response"]["reason"].startswith("RealtimeDisabledForConfiguration: Unable to subscribe")
+    hidden = watcher.join("hidden", postgres_changes=changes("h", ("*", "posts", {"filter": "secret=eq.x"})))
+    assert hidden["status"] == "error"  # a hidden column cannot be filtered on
+
+
+def test_each_subscriber_sees_only_what_it_may_select_now(start_server, database):
+    server = start_server(TABLES)
+    ann_token, ann = sign_up(server, "ann@example.com")
+    _, bob = sign_up(server, "bob@example.com")
+    watching = changes("w", ("*", "notes", {}), ("*", "posts", {}))
+    anna = Client(server)
+    assert anna.join("mine", access_token=ann_token, postgres_changes=watching)["status"] == "ok"
+    assert anna.join("chat", broadcast={"self": True})["status"] == "ok"
+    stranger = Client(server)  # anon: posts' rule admits it, the policy shows it published rows only
+    assert stranger.join("posts", postgres_changes=changes("p", ("*", "posts", {})))["status"] == "ok"
+    refused = stranger.join("notes", postgres_changes=changes("n", ("*", "notes", {})))
+    assert refused["status"] == "error"  # notes are the owner's: never readable without a user
+
+    database("INSERT INTO notes (user_id, body) VALUES (:bob, 'bob''s note')", bob=bob)
+    database(
+        "INSERT INTO posts (title, published, author_id, secret) VALUES ('bob draft', 0, :bob, 's1')", bob=bob
+    )
+    database("INSERT INTO notes (user_id, body) VALUES (:ann, 'ann''s note')", ann=ann)
+    _, data = change(anna)
+    assert data["table"] == "notes" and data["record"]["body"] == "ann's note"  # not bob's, not his draft
+    database(
+        "INSERT INTO posts (title, published, author_id, secret) VALUES ('ann draft', 0, :ann, 's2')", ann=ann
+    )
+    database(
+        "INSERT INTO posts (title, published, author_id, secret) VALUES ('bob public', 1, :bob, 's3')",
+        bob=bob,
+    )
+    _, draft = change(anna)
+    _, public = change(anna)
+    assert (draft["record"]["title"], public["record"]["title"]) == ("ann draft", "bob public")
+    assert "secret" not in draft["record"] and "secret" not in {c["name"] for c in draft["columns"]}
+    _, seen = change(stranger)
+    assert seen["record"] == {"id": 3, "title": "bob public", "published": 1, "author_id": bob}
+    stranger.nothing()
+    database("DELETE FROM notes WHERE user_id = :bob", bob=bob)  # judged on the row as it was: not hers
+    database("UPDATE posts SET published = 0 WHERE id = 3")  # unpublished: no longer hers to see
+    database("DELETE FROM notes WHERE user_id = :ann", ann=ann)
+    _, deleted = change(anna)
+    assert deleted["type"] == "DELETE" and deleted["table"] == "notes" and deleted["old_record"] == {"id": 2}
+    anna.nothing()
+    stranger.nothing()
+
+    # Logged out mid-subscription: the channel's data stops with Supabase's system message; the
+    # socket and its other channel go on; a fresh token (setAuth) resumes it.
+    out = requests.post(f"{server.base}/auth/v1/logout", headers={"apikey": server.anon,
+                        "Authorization": f"Bearer {ann_token}"}, timeout=10)  # fmt: skip
+    assert out.status_code == 204
+    database("INSERT INTO notes (user_id, body) VALUES (:ann, 'after logout')", ann=ann)
+    system = anna.until("system")["payload"]
+    assert system["extension"] == "system" and system["status"] == "error" and system["channel"] == "mine"
+    anna.send("realtime:chat", "broadcast", {"type": "broadcast", "event": "still", "payload": {}}, "1")
+    assert anna.until("broadcast")["payload"]["event"] == "still"
+    anna.nothing()
+    signed_in = requests.post(f"{server.base}/auth/v1/token?grant_type=password",
+                              json={"email": "ann@example.com", "password": "secret-pw"},
+                              headers={"apikey": server.anon}, timeout=10).json()  # fmt: skip
+    anna.send("realtime:mine", "access_token", {"access_token": signed_in["access_token"]}, "1")
+    database("INSERT INTO notes (user_id, body) VALUES (:ann, 'resumed')", ann=ann)
+    assert change(anna)[1]["record"]["body"] == "resumed"
+
+
+def test_a_token_that_expires_mid_subscription_stops_its_changes(start_server, database):
+    server = start_server(TABLES)
+    token, ann = sign_up(server, "ann@example.com")
+    claims = jwt.decode(token, options={"verify_signature": False})
+    short = {key: claims[key] for key in ("sub", "session_id", "email", "aal", "amr") if key in claims}
+    brief, expires = tokens.access_token(short, SECRET, 2)
+    anna = Client(server)
+    assert (
+        anna.join("mine", access_token=brief, postgres_changes=changes("m", ("*", "notes", {})))["status"]
+        == "ok"
+    )
+    database("INSERT INTO notes (user_id, body) VALUES (:ann, 'in time')", ann=ann)
+    assert change(anna)[1]["record"]["body"] == "in time"
+    system = anna.until("system", timeout=6)["payload"]
+    assert system["status"] == "error" and system["message"].startswith("Token has expired")
+    assert time.time() >= expires
+    database("INSERT INTO notes (user_id, body) VALUES (:ann, 'too late')", ann=ann)
+    anna.nothing(timeout=1)
+    anna.send("realtime:mine", "access_token", {"access_token": token}, "1")
+    database("INSERT INTO notes (user_id, body) VALUES (:ann, 'fresh')", ann=ann)
+    assert change(anna)[1]["record"]["body"] == "fresh"
+
+
+@pytest.mark.parametrize("backend", ["mysql"], indirect=True)
+def test_without_the_trigger_privilege_the_start_says_so_and_joins_are_refused(
+    start_server, database, database_url, mariadb_server
+):
+    admin = sa.create_engine(mariadb_server)
+
+    def mysql_admin(_, sql):
+        with admin.begin() as connection:
+            connection.exec_driver_sql(sql.replace("%", "%%"))
+
+    url = sa.engine.make_url(database_url)
+    name, user = url.database, f"rt_{url.database[-8:]}"
+    mysql_admin(mariadb_server, f"CREATE USER '{user}'@'%' IDENTIFIED BY 'pw'")
+    mysql_admin(mariadb_server, f"GRANT ALL ON `{name}`.* TO '{user}'@'%'")
+    mysql_admin(mariadb_server, f"REVOKE TRIGGER ON `{name}`.* FROM '{user}'@'%'")
+    try:
+        limited = url.set(username=user, password="pw").render_as_string(hide_password=False)
+        server = start_server(TABLES, DATABASE_URL=limited)
+        log = server.log()
+        assert "changes of table 'messages' are not captured" in log and "TRIGGER privilege" in log
+        reply = Client(server).join("db", postgres_changes=changes("db", ("*", "messages", {})))
+        assert reply["status"] == "error" and "Unable to subscribe" in reply["response"]["reason"]
+        assert requests.get(f"{server.base}/health", timeout=5).json() == {"status": "ok"}
+    finally:
+        mysql_admin(mariadb_server, f"DROP USER '{user}'@'%'")
+        admin.dispose()
