@@ -14,6 +14,7 @@ from auth import mail
 from blueprints import gateway, responses
 from database import connections, transactions
 from extensions import Minibase, cors, db, limiter, migrate
+from live import topics
 from models import users_table
 from rest import policies, reflection
 from runtime import cli
@@ -79,6 +80,7 @@ def create_app(test_config=None):
     cli.register(app)
     policies.init_app(app)
     buckets.init_app(app)
+    topics.init_app(app)
 
     connections.init_app(app)
     mail.warn_if_not_configured(app)
@@ -88,6 +90,7 @@ def create_app(test_config=None):
             app.config["AUTO_MIGRATE"]
             or any(p.row_policies for p in policies.policies().values())
             or buckets.has_policies()
+            or topics.has_policies()
         )
         if needed and not prepare_database():
             # Start all the same, and answer 503 until the database answers and is migrated: a host
@@ -121,6 +124,7 @@ def prepare_database():
             buckets.ensure_synced()
         reflection.check_row_policies()
         buckets.check_policies()
+        topics.check()
     except OperationalError as exc:
         url = make_url(current_app.config["DATABASE_URL"])
         where = url.database if url.get_backend_name() == "sqlite" else f"{url.host}:{url.port or 3306}"

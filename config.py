@@ -134,6 +134,7 @@ VARIABLES = {
     ),  # broadcasts and presence, per socket per second
     "REALTIME_MAX_JOINS": ("100", lambda n, v: _integer(n, v, 1)),  # per socket per second
     "REALTIME_MAX_MESSAGE": ("256KB", lambda n, v: _size(n, v)),  # a frame's size
+    "REALTIME_REDIS_URL": ("", _text),  # several instances: broadcasts and presence through Redis
     "REALTIME_MAX_QUEUE": (
         "1000",
         lambda n, v: _integer(n, v, 10),

@@ -46,6 +46,8 @@ class Minibase:
     mail_templates: object = None  # the e-mails' Jinja environment (auth.mail.templates)
     buckets: dict = field(default_factory=dict)  # bucket name -> storage.buckets.Declared, from tables.toml
     buckets_synced: bool = False  # whether the declared buckets were made or updated in the database
+    realtime: object = None  # this process's Realtime server, when it serves sockets (live.sessions)
+    realtime_rules: object = None  # tables.toml's [realtime]: who may use private channels (live.topics)
     storage_backend: object = None  # where objects' bytes live (storage.files.backend)
     reads: object = None  # the prepared reads' engine (database.connections); None: db.engine
     own: threading.local | None = None  # SQLite file: each thread's reads connection (transactions.prepared)

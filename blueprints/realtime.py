@@ -2,11 +2,22 @@
 reaches Flask here is a request that is not an upgrade, or any request where no socket can be held
 (REALTIME=off, CGI, Passenger): a JSON 501 that says why."""
 
-from flask import Blueprint, current_app
+from flask import Blueprint, current_app, request
 
+from blueprints import gateway
 from errors import APIError, Rest
+from live import api
 
 bp = Blueprint("realtime", __name__)
+
+
+@bp.post("/realtime/v1/api/broadcast")
+def broadcast():
+    server = current_app.extensions["minibase"].realtime
+    if server is None:
+        return not_served()
+    api.send(server, request.get_json(silent=True), gateway.identity())
+    return "", 202
 
 
 @bp.route("/realtime/v1", methods=["GET", "POST", "PUT", "PATCH", "DELETE"])

@@ -33,10 +33,3 @@ def reason(error):
     if isinstance(error, APIError):
         return f"InvalidJWTToken: {error.message}"
     return "InvalidJWTToken: The token provided is not a valid JWT"
-
-
-def may_use_private(topic, who, operation):
-    """Whether `who` may join (`select`) or send on (`insert`) the private channel `topic`. Without a
-    [realtime] section in tables.toml no private channel is allowed, as Supabase allows none without
-    a policy on realtime.messages; the service key passes, as it bypasses row-level security."""
-    return who.role == "service_role"

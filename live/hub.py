@@ -64,10 +64,16 @@ class Channel:
         self.presence_enabled = presence.get("enabled", True) is not False
         self.private = config.get("private") is True
         self.may_send = True  # a private channel's: whether its policy lets it broadcast
+        self.may_track = True  # ... and track its presence
         self.who, self.token = who, token
         self.subscriptions = []  # postgres changes: realtime.changes.Subscription
         self.authorized = True  # False once its token expired or was revoked, until a fresh one
         self.presence_ref = None  # the ref of what this channel tracks, when it tracks
+
+    @property
+    def key(self):
+        """Where its broadcasts and presence live: a private topic is not the public one of that name."""
+        return ("private:" if self.private else "") + self.topic
 
     @property
     def name(self):
@@ -89,27 +95,34 @@ class Hub:
         self.topics = collections.defaultdict(set)  # topic -> {Channel}
         self.presences = collections.defaultdict(dict)  # topic -> {key: {ref: meta}}
         self.connections = set()  # every open socket, joined or not
+        self.remote = collections.defaultdict(dict)  # key -> {instance: {name: {ref: meta}}} (live.bus)
+        self.bus = None  # live.bus.Bus when several instances share broadcasts and presence
 
     def add(self, channel):
-        self.topics[channel.topic].add(channel)
+        self.topics[channel.key].add(channel)
 
     def remove(self, channel):
         self.untrack(channel)
-        members = self.topics.get(channel.topic)
+        members = self.topics.get(channel.key)
         if members is not None:
             members.discard(channel)
             if not members:
-                del self.topics[channel.topic]
+                del self.topics[channel.key]
 
-    def channels(self, topic):
-        return tuple(self.topics.get(topic, ()))
+    def channels(self, key):
+        return tuple(self.topics.get(key, ()))
 
-    def broadcast(self, topic, payload, sender=None):
-        """`payload` ({type, event, payload} or a UserBroadcast) to every channel on `topic` but
-        `sender`, encoded once per serializer."""
-        message = Message(topic, "broadcast", payload)
+    def broadcast(self, key, payload, sender=None, relay=True):
+        """`payload` ({type, event, payload} or a UserBroadcast) to every channel at `key` (a
+        Channel.key) but `sender`, encoded once per serializer; and to the other instances (`relay`)."""
+        if relay and self.bus is not None:
+            self.bus.broadcast(key, payload)
+        members = self.channels(key)
+        if not members:
+            return
+        message = Message(members[0].topic, "broadcast", payload)
         frames = {}
-        for channel in self.channels(topic):
+        for channel in members:
             if channel is sender:
                 continue
             vsn = channel.connection.vsn
@@ -117,14 +130,34 @@ class Hub:
                 frames[vsn] = protocol.encode(message, vsn)
             channel.connection.send_frame(frames[vsn])
 
-    def presence_state(self, topic):
-        return {
-            key: {"metas": [{"phx_ref": ref, **meta} for ref, meta in refs.items()]}
-            for key, refs in self.presences.get(topic, {}).items()
-        }
+    def presence_state(self, key):
+        state = {}
+        for tracked in (self.presences.get(key, {}), *self.remote.get(key, {}).values()):
+            for name, refs in tracked.items():
+                metas = state.setdefault(name, {"metas": []})["metas"]
+                metas.extend({"phx_ref": ref, **meta} for ref, meta in refs.items())
+        return state
+
+    def remote_diff(self, key, instance, diff):
+        """A presence diff of another instance's sockets: kept for presence_state, and told here."""
+        tracked = self.remote[key].setdefault(instance, {})
+        for name, entry in diff.get("leaves", {}).items():
+            for meta in entry.get("metas", []):
+                tracked.get(name, {}).pop(meta.get("phx_ref"), None)
+            if not tracked.get(name, True):
+                del tracked[name]
+        for name, entry in diff.get("joins", {}).items():
+            for meta in entry.get("metas", []):
+                fields = {k: v for k, v in meta.items() if k not in ("phx_ref", "phx_ref_prev")}
+                tracked.setdefault(name, {})[meta.get("phx_ref")] = fields
+        if not tracked:
+            del self.remote[key][instance]
+        if not self.remote[key]:
+            del self.remote[key]
+        self._deliver_diff(key, diff)
 
     def track(self, channel, meta):
-        refs = self.presences[channel.topic].setdefault(channel.presence_key, {})
+        refs = self.presences[channel.key].setdefault(channel.presence_key, {})
         leaves = {}
         previous = channel.presence_ref
         if previous is not None and previous in refs:
@@ -135,11 +168,11 @@ class Hub:
         joined = {"phx_ref": ref, **meta}
         if previous is not None:
             joined["phx_ref_prev"] = previous
-        self._diff(channel.topic, {channel.presence_key: {"metas": [joined]}}, leaves)
+        self._diff(channel.key, {channel.presence_key: {"metas": [joined]}}, leaves)
 
     def untrack(self, channel):
         ref, channel.presence_ref = channel.presence_ref, None
-        topic_presences = self.presences.get(channel.topic)
+        topic_presences = self.presences.get(channel.key)
         if ref is None or topic_presences is None:
             return
         refs = topic_presences.get(channel.presence_key, {})
@@ -147,13 +180,18 @@ class Hub:
         if not refs:
             topic_presences.pop(channel.presence_key, None)
         if not topic_presences:
-            del self.presences[channel.topic]
+            del self.presences[channel.key]
         if meta is not None:
-            self._diff(channel.topic, {}, {channel.presence_key: {"metas": [{"phx_ref": ref, **meta}]}})
+            self._diff(channel.key, {}, {channel.presence_key: {"metas": [{"phx_ref": ref, **meta}]}})
 
-    def _diff(self, topic, joins, leaves):
+    def _diff(self, key, joins, leaves):
         payload = {"joins": joins, "leaves": leaves}
-        for channel in self.channels(topic):
+        if self.bus is not None:
+            self.bus.presence(key, payload)
+        self._deliver_diff(key, payload)
+
+    def _deliver_diff(self, key, payload):
+        for channel in self.channels(key):
             if channel.presence_enabled or channel.presence_ref is not None:
                 channel.push("presence_diff", payload)
 

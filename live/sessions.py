@@ -10,7 +10,7 @@ import time
 from urllib.parse import parse_qs
 
 from errors import APIError
-from live import access, changes, protocol
+from live import access, bus, changes, protocol, topics
 from live.hub import GOING_AWAY, INVALID_DATA, POLICY_VIOLATION, Channel, Connection, Hub
 from live.protocol import Message, ProtocolError, UserBroadcast
 
@@ -34,6 +34,7 @@ class Realtime:
         self.hub = Hub()
         self.changes = changes.Feed(self)
         self.stopping = False
+        self.loop = None
 
     def _in_app(self, work, args):
         with self.app.app_context():
@@ -43,7 +44,20 @@ class Realtime:
         """`work(*args)` in a thread, in the app's context."""
         return await asyncio.to_thread(self._in_app, work, args)
 
+    def publish(self, key, payload):
+        """A broadcast from elsewhere than a socket of this process (the HTTP API)."""
+        self.hub.broadcast(key, payload)
+
+    def publish_threadsafe(self, key, payload):
+        self.loop.call_soon_threadsafe(self.publish, key, payload)
+
     async def start(self):
+        self.loop = asyncio.get_running_loop()
+        self.app.extensions["minibase"].realtime = self
+        url = bus.url_for(self.app.config)
+        if url is not None:
+            self.hub.bus = bus.Bus(url, self.hub)
+            await self.hub.bus.start()
         await self.changes.start()
 
     async def stop(self):
@@ -51,6 +65,9 @@ class Realtime:
         self.stopping = True
         self.hub.close_all(GOING_AWAY, "server shutting down")
         await self.changes.stop()
+        if self.hub.bus is not None:
+            await self.hub.bus.stop()
+            self.hub.bus = None
 
     async def session(self, scope, receive, send):
         """The ASGI conversation of one socket at PATH."""
@@ -231,9 +248,10 @@ class Socket:
         if channel.private:
             name = channel.name
             reason = f"Unauthorized: You do not have permissions to read from this Channel topic: {name}"
-            if not await self.server.call(access.may_use_private, name, who, "select"):
+            if not await self.server.call(topics.allowed, name, who, "select"):
                 return self.connection.send(protocol.reply(message, "error", {"reason": reason}))
-            channel.may_send = await self.server.call(access.may_use_private, name, who, "insert")
+            channel.may_send = await self.server.call(topics.allowed, name, who, "insert")
+            channel.may_track = await self.server.call(topics.allowed, name, who, "insert", "presence")
         wanted = config.get("postgres_changes") or []
         try:
             subscriptions = await self.server.call(
@@ -253,7 +271,7 @@ class Socket:
             protocol.reply(message, "ok", {"postgres_changes": [s.describe() for s in subscriptions]})
         )
         if channel.presence_enabled:
-            channel.push("presence_state", self.hub.presence_state(channel.topic))
+            channel.push("presence_state", self.hub.presence_state(channel.key))
         if subscriptions:
             channel.system("postgres_changes", "ok", "Subscribed to PostgreSQL")
         self.watch_expiry(channel, expires)
@@ -289,7 +307,7 @@ class Socket:
             return
         if channel.private and not channel.may_send:
             return
-        self.hub.broadcast(channel.topic, payload, sender=None if channel.self_broadcast else channel)
+        self.hub.broadcast(channel.key, payload, sender=None if channel.self_broadcast else channel)
         if channel.ack:
             self.connection.send(protocol.reply(message, "ok"))
 
@@ -298,6 +316,8 @@ class Socket:
             return
         event = str(message.payload.get("event", "")).lower()
         if event == "track":
+            if channel.private and not channel.may_track:
+                return self.connection.send(protocol.reply(message, "error", {"reason": "Unauthorized"}))
             meta = message.payload.get("payload", {})
             if not isinstance(meta, dict):
                 reason = "Presence track payload must be a map"

@@ -122,11 +122,12 @@ def load(path, users_table):
 def parse(document, users_table, source="tables.toml"):
     """({table name: Policy}, {function name: Function}) from a parsed tables.toml document."""
     # [buckets.NAME] belong to Storage (storage.buckets reads them from the same file).
-    unknown = sorted(set(document) - {"tables", "functions", "buckets"})
+    # [realtime] belongs to Realtime's private channels (live.topics reads it from the same file).
+    unknown = sorted(set(document) - {"tables", "functions", "buckets", "realtime"})
     if unknown:
         raise ConfigError(
-            f"{source}: unknown top-level key {unknown[0]!r}; expected [tables.NAME], [functions.NAME] "
-            "and [buckets.NAME]"
+            f"{source}: unknown top-level key {unknown[0]!r}; expected [tables.NAME], [functions.NAME], "
+            "[buckets.NAME] and [realtime]"
         )
     tables, functions = document.get("tables", {}), document.get("functions", {})
     for key, value in (("tables", tables), ("functions", functions)):

@@ -24,6 +24,7 @@ import threading
 import time
 
 from extensions import db
+from live import bus
 from runtime import logs, server
 
 log = logging.getLogger("minibase")
@@ -228,4 +229,10 @@ def serve(app, host, port, threads, count, sockets=False):
     status for the parent. `sockets`: each worker is uvicorn with Realtime (asgi.py)."""
     listener = listen(host, port)
     print(f"serving on http://{host}:{listener.getsockname()[1]} with {count} workers", flush=True)
+    if sockets and bus.url_for(app.config) is None:
+        log.warning(
+            "realtime: WORKERS=%s and no Redis: a broadcast or a presence reaches only the sockets of "
+            "its own worker; set REALTIME_REDIS_URL (docs/realtime.md)",
+            count,
+        )
     return Supervisor(app, listener, threads, count, sockets).run()

@@ -61,9 +61,9 @@ def start_server(tmp_path, database_url):
         deadline = time.monotonic() + 30
         while True:
             try:
-                requests.get(f"{server.base}/health", timeout=1)
+                requests.get(f"{server.base}/health", timeout=2)
                 return server
-            except requests.ConnectionError:
+            except requests.RequestException:
                 if process.poll() is not None or time.monotonic() > deadline:
                     pytest.fail(f"wsgi.py did not start: {log_path.read_text()[-3000:]}")
                 time.sleep(0.05)

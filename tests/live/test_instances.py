@@ -1,0 +1,93 @@
+"""Several instances on one database and one Redis (REALTIME_REDIS_URL): broadcasts, presence and
+changes reach the sockets of every instance, each exactly once; and WORKERS processes on one port
+share them the same way."""
+
+import os
+import shutil
+
+import pytest
+import sqlalchemy as sa
+from phoenix import Client
+
+from tools.galera import Redis
+
+pytestmark = pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+
+TABLES = """
+[tables.messages]
+select = "anon"
+realtime = true
+"""
+
+
+@pytest.fixture(scope="module")
+def redis():
+    if shutil.which("redis-server") is None and not os.path.exists("/usr/bin/redis-server"):
+        if os.environ.get("CI"):
+            pytest.fail("CI must run the Realtime instance tests: install redis-server")
+        pytest.skip("redis-server is not installed")
+    server = Redis()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def messages(database_url):
+    engine = sa.create_engine(database_url)
+    with engine.begin() as connection:
+        connection.execute(sa.text("CREATE TABLE messages (id INTEGER PRIMARY KEY AUTOINCREMENT, body TEXT)"))
+    yield engine
+    engine.dispose()
+
+
+def test_two_instances_share_broadcast_presence_and_changes_once_each(start_server, redis, messages):
+    one = start_server(TABLES, REALTIME_REDIS_URL=redis.url)
+    two = start_server(TABLES, RATE_LIMIT_STORAGE_URI=redis.url)  # the rate limits' Redis by default
+    wanted = [{"event": "*", "schema": "public", "table": "messages"}]
+    ann, bob = Client(one), Client(two, "2.0.0")
+    assert ann.join("room", presence={"key": "ann"}, postgres_changes=wanted)["status"] == "ok"
+    assert bob.join("room", presence={"key": "bob"}, postgres_changes=wanted)["status"] == "ok"
+    for client in (ann, bob):
+        client.until("presence_state")
+        client.until("system")
+
+    ann.send(
+        "realtime:room", "broadcast", {"type": "broadcast", "event": "hi", "payload": {"from": "one"}}, "1"
+    )
+    assert bob.until("broadcast")["payload"]["payload"] == {"from": "one"}
+    bob.send(
+        "realtime:room", "broadcast", {"type": "broadcast", "event": "hi", "payload": {"from": "two"}}, "1"
+    )
+    assert ann.until("broadcast")["payload"]["payload"] == {"from": "two"}
+
+    ann.send("realtime:room", "presence", {"type": "presence", "event": "track", "payload": {"on": 1}}, "1")
+    assert list(bob.until("presence_diff")["payload"]["joins"]) == ["ann"]
+    carl = Client(two)
+    carl.join("room", presence={"key": "carl"})
+    assert set(carl.until("presence_state")["payload"]) == {"ann"}  # tracked on the other instance
+
+    with messages.begin() as connection:
+        connection.execute(sa.text("INSERT INTO messages (body) VALUES ('once')"))
+    for client in (ann, bob):
+        message = client.until("postgres_changes")
+        assert message["payload"]["data"]["record"]["body"] == "once"
+    ann.close()
+    assert list(bob.until("presence_diff")["payload"]["leaves"]) == ["ann"]
+    for client in (bob, carl):  # nothing came twice
+        while True:
+            try:
+                frame = client.recv(timeout=0.5)
+            except TimeoutError:
+                break
+            assert frame["event"] not in ("broadcast", "postgres_changes"), frame
+
+
+def test_workers_share_broadcasts_through_redis(start_server, redis, messages):
+    server = start_server(TABLES, WORKERS=2, REALTIME_REDIS_URL=redis.url)
+    clients = [Client(server) for _ in range(8)]  # spread over both workers by the kernel
+    for client in clients:
+        assert client.join("room")["status"] == "ok"
+    clients[0].send("realtime:room", "broadcast", {"type": "broadcast", "event": "e", "payload": {}}, "1")
+    for client in clients[1:]:
+        assert client.until("broadcast")["payload"]["event"] == "e"
+        client.nothing()

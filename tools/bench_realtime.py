@@ -1,0 +1,286 @@
+"""`make bench`'s Realtime figures, each against its goal: the key read served by uvicorn (Realtime
+on) against waitress (REALTIME=off); the key read with 1,000 idle sockets open against none, and
+/health meanwhile; memory per idle socket; broadcast fan-out to 1,000 sockets; and the latency
+from a row written with plain SQL to its delivery to 100 subscribers.
+
+The sockets are opened by client processes of their own (asyncio + websockets), so the clients'
+own work does not run in the server's process; on this shared 2-core machine they do share its
+cores, which bounds the fan-out figure. Environment: BENCH_SECONDS (5 a wrk figure).
+"""
+
+import asyncio
+import json
+import multiprocessing
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import requests
+import sqlalchemy as sa
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from auth import tokens  # noqa: E402
+from tools.servers import LOGS, SECRET, TABLES_TOML, rss_mb, seed, start_minibase, stop  # noqa: E402
+
+SECONDS = float(os.environ.get("BENCH_SECONDS", "5"))
+KEY_READ = "/rest/v1/items?id=eq.4242"
+ROWS = 20000
+IDLE = 1000
+SUBSCRIBERS = 100
+CHANGES = 200
+FAN_OUT = 1000
+BROADCASTS = 50
+FEED_TOML = TABLES_TOML + '\n[tables.feed]\nselect = "anon"\nrealtime = true\n'
+
+
+def wrk(base, key, seconds=SECONDS):
+    out = subprocess.run(
+        ["wrk", "-t2", "-c16", f"-d{seconds:g}s", "-H", f"apikey: {key}", base + KEY_READ],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    return float(next(line for line in out.splitlines() if "Requests/sec" in line).split()[1])
+
+
+def socket_url(base, key, vsn="2.0.0"):
+    return base.replace("http://", "ws://") + f"/realtime/v1/websocket?apikey={key}&vsn={vsn}"
+
+
+def _allow_files(needed):
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(max(soft, needed), hard), hard))
+
+
+async def _open(url, count, topic, config, ready, done, report=None):
+    """`count` sockets joined to `topic`; `ready` is set when all are; each frame of an event of
+    interest goes to `report(received_at, frame)`; they stay open until `done` is set."""
+    import websockets
+
+    async def one(n):
+        async with websockets.connect(url, max_size=None, open_timeout=60, ping_interval=None) as ws:
+            join = [str(n), str(n), f"realtime:{topic}", "phx_join", {"config": config}]
+            await ws.send(json.dumps(join))
+            while True:
+                frame = json.loads(await ws.recv())
+                if frame[3] == "phx_reply":
+                    break
+            joined.append(n)
+            if len(joined) == count:
+                ready.set()
+            async for frame in ws:  # waits without waking: an idle socket costs the client nothing
+                if report is not None:
+                    report(time.time(), frame)
+
+    joined = []
+    tasks = []
+    for n in range(count):
+        tasks.append(asyncio.create_task(one(n)))
+        if n % 50 == 49:
+            await asyncio.sleep(0.05)  # a burst of a thousand handshakes overflows the backlog
+    await done.wait()
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _clients(url, count, topic, config, ready, done, results):
+    """A client process: `count` sockets; what they received goes to `results` at the end."""
+    _allow_files(count + 100)
+    received = []
+
+    async def main():
+        asyncio_ready, asyncio_done = asyncio.Event(), asyncio.Event()
+
+        async def bridge():
+            await asyncio_ready.wait()
+            ready.set()
+            while not done.is_set():
+                await asyncio.sleep(0.05)
+            asyncio_done.set()
+
+        await asyncio.gather(
+            _open(
+                url, count, topic, config, asyncio_ready, asyncio_done, lambda at, f: received.append((at, f))
+            ),
+            bridge(),
+        )
+
+    asyncio.run(main())
+    results.put(received)
+
+
+class Sockets:
+    """`count` sockets in `processes` client processes, joined to `topic`."""
+
+    def __init__(self, url, count, topic, config=None, processes=2):
+        self.done = multiprocessing.Event()
+        self.results = multiprocessing.Queue()
+        self.readies = []
+        self.processes = []
+        config = config or {"broadcast": {}, "presence": {"enabled": False}, "postgres_changes": []}
+        for part in range(processes):
+            ready = multiprocessing.Event()
+            share = count // processes + (1 if part < count % processes else 0)
+            process = multiprocessing.Process(
+                target=_clients, args=(url, share, topic, config, ready, self.done, self.results)
+            )
+            process.start()
+            self.readies.append(ready)
+            self.processes.append(process)
+        deadline = time.monotonic() + 180
+        for ready in self.readies:
+            if not ready.wait(max(1, deadline - time.monotonic())):
+                self.close()
+                raise SystemExit(f"{count} sockets did not all join; see {LOGS}")
+
+    def close(self):
+        self.done.set()
+        received = []
+        for _ in self.processes:
+            try:
+                received.extend(self.results.get(timeout=30))
+            except Exception:
+                break
+        for process in self.processes:
+            process.join(timeout=10)
+            if process.is_alive():
+                process.kill()
+        return received
+
+
+def bench_serving(workdir, url, key, tables):
+    """The key read under uvicorn (Realtime on) and under waitress, alternated, three rounds each."""
+    uvicorn, uvicorn_base = start_minibase(workdir, url, tables)
+    waitress, waitress_base = start_minibase(workdir, url, tables, REALTIME="off")
+    rates = {"uvicorn": [], "waitress": []}
+    try:
+        wrk(uvicorn_base, key, 2)
+        wrk(waitress_base, key, 2)
+        for _ in range(3):
+            rates["waitress"].append(wrk(waitress_base, key))
+            rates["uvicorn"].append(wrk(uvicorn_base, key))
+    finally:
+        stop(waitress)
+    return uvicorn, uvicorn_base, {name: statistics.median(values) for name, values in rates.items()}
+
+
+def bench_idle(server, base, key):
+    """The key read with IDLE idle sockets open against none; /health meanwhile; memory a socket."""
+    none = wrk(base, key)
+    before = rss_mb(server)
+    sockets = Sockets(socket_url(base, key), IDLE, "idle")
+    try:
+        time.sleep(1)
+        after = rss_mb(server)
+        health = requests.get(base + "/health", timeout=5).json()
+        busy = wrk(base, key)
+    finally:
+        sockets.close()
+    return none, busy, health, (after - before) * 1024 / IDLE
+
+
+def bench_fan_out(base, key):
+    """Messages delivered a second when one socket broadcasts to FAN_OUT others."""
+    import websockets.sync.client as client
+
+    sockets = Sockets(socket_url(base, key), FAN_OUT, "fan")
+    try:
+        with client.connect(socket_url(base, key), max_size=None) as sender:
+            sender.send(
+                json.dumps(["1", "1", "realtime:fan", "phx_join", {"config": {"broadcast": {"ack": True}}}])
+            )
+            sender.recv(timeout=10)
+            started = time.time()
+            for n in range(BROADCASTS):
+                payload = {"type": "broadcast", "event": "tick", "payload": {"n": n, "at": time.time()}}
+                sender.send(json.dumps(["1", str(n + 2), "realtime:fan", "broadcast", payload]))
+            for _ in range(BROADCASTS):
+                sender.recv(timeout=30)  # the acks: each broadcast handed out to every socket's queue
+            time.sleep(5)
+    finally:
+        received = sockets.close()
+    ticks = [at for at, frame in received if '"tick"' in frame]
+    last = max(ticks) if ticks else started
+    return len(ticks), len(ticks) / max(last - started, 1e-6)
+
+
+def bench_changes(base, key, url):
+    """Latency from a row written with plain SQL to its delivery to each of SUBSCRIBERS sockets."""
+    config = {"broadcast": {}, "presence": {"enabled": False},
+              "postgres_changes": [{"event": "INSERT", "schema": "public", "table": "feed"}]}  # fmt: skip
+    sockets = Sockets(socket_url(base, key), SUBSCRIBERS, "feed", config, processes=1)
+    engine = sa.create_engine(url)
+    try:
+        time.sleep(0.5)
+        for _ in range(CHANGES):
+            with engine.begin() as connection:
+                connection.execute(sa.text("INSERT INTO feed (at) VALUES (:at)"), {"at": time.time()})
+            time.sleep(0.02)
+        time.sleep(2)
+    finally:
+        received = sockets.close()
+        engine.dispose()
+    delays = []
+    for at, frame in received:
+        message = json.loads(frame)
+        if message[3] == "postgres_changes":
+            delays.append((at - message[4]["data"]["record"]["at"]) * 1000)
+    delays.sort()
+    if not delays:
+        return 0, None, None
+    return len(delays), delays[len(delays) // 2], delays[min(len(delays) - 1, int(len(delays) * 0.99))]
+
+
+def main():
+    workdir = Path(tempfile.mkdtemp(prefix="minibase-bench-realtime-"))
+    LOGS.mkdir(exist_ok=True)
+    _allow_files(4096)
+    url = f"sqlite:///{workdir}/bench.db"
+    seed(url, ROWS)
+    engine = sa.create_engine(url)
+    with engine.begin() as connection:
+        connection.execute(sa.text("CREATE TABLE feed (id INTEGER PRIMARY KEY AUTOINCREMENT, at REAL)"))
+    engine.dispose()
+    key = tokens.api_key("anon", SECRET)
+    print(f"\nRealtime, SQLite, {ROWS} rows; wrk -t2 -c16, {SECONDS:g} s a figure")
+    server, base, rates = bench_serving(workdir, url, key, FEED_TOML)
+    try:
+        none, busy, health, per_socket = bench_idle(server, base, key)
+        delivered, rate = bench_fan_out(base, key)
+        count, p50, p99 = bench_changes(base, key, url)
+    finally:
+        stop(server)
+    ratio = rates["uvicorn"] / rates["waitress"]
+    idle = busy / none
+    wanted_fan, wanted_changes = BROADCASTS * FAN_OUT, CHANGES * SUBSCRIBERS
+    rows = [
+        ("key read, waitress (REALTIME=off), req/s", f"{rates['waitress']:.0f}", "", None),
+        ("key read, uvicorn + Realtime, req/s", f"{rates['uvicorn']:.0f}", "", None),
+        ("key read: uvicorn / waitress", f"{ratio:.2f}", ">= 0.9", ratio >= 0.9),
+        (f"key read with {IDLE} idle sockets / with none", f"{idle:.2f}", ">= 0.9", idle >= 0.9),
+        (f"/health with {IDLE} sockets open", health.get("status", "?"), "ok", health.get("status") == "ok"),
+        ("memory per idle socket, KB", f"{per_socket:.1f}", "< 50", per_socket < 50),
+        (f"broadcast fan-out to {FAN_OUT} sockets, per s", f"{rate:.0f}", "", None),
+        (f"  of {BROADCASTS} broadcasts", str(delivered), str(wanted_fan), delivered == wanted_fan),
+        (f"change to delivery, {SUBSCRIBERS} subscribers, p50 ms", f"{p50:.1f}" if p50 else "-", "", None),
+        (f"change to delivery, {SUBSCRIBERS} subscribers, p99 ms", f"{p99:.1f}" if p99 else "-", "< 100",
+         bool(p99 and p99 < 100)),
+        (f"  deliveries of {CHANGES} changes", f"{count}", f"{wanted_changes}", count == wanted_changes),
+]  # fmt: skip
+    print(
+        f"  key read: waitress {rates['waitress']:.0f}, uvicorn {rates['uvicorn']:.0f} req/s (medians of 3)"
+    )
+    print(f"  with {IDLE} idle sockets: {busy:.0f} req/s against {none:.0f} with none")
+    print("\nThe Realtime goals, measured in this run")
+    print(f"  {'figure':<58} {'value':>9} {'goal':>9}  met")
+    for label, value, goal, met in rows:
+        print(f"  {label:<58} {value:>9} {goal:>9}  {'-' if met is None else 'met' if met else 'NOT MET'}")
+
+
+if __name__ == "__main__":
+    main()
