@@ -312,45 +312,53 @@ def listing(body):
 
 
 def list_objects(bucket_id, who, request):
-    """The folders and objects right under `request.prefix`: a folder is an entry without an id."""
+    """The folders and objects right under `request.prefix` (a folder is an entry without an id),
+    found, sorted and paged by the database: a list costs the page it answers, not the bucket."""
 
     def work():
         bucket = buckets.find(bucket_id)
         access = buckets.authorize(bucket, "select", who)
         if access is None:
             return []
-        columns = (StorageObject.id, StorageObject.name, StorageObject.size, StorageObject.mimetype,
-                   StorageObject.cache_control, StorageObject.etag, StorageObject.created_at,
-                   StorageObject.updated_at)  # fmt: skip
-        query = sa.select(*columns).where(StorageObject.bucket_id == bucket_id)
-        if request.prefix:
-            query = query.where(StorageObject.name.startswith(request.prefix, autoescape=True))
-        if access.condition() is not None:
-            query = query.where(access.condition())
-        return db.session.execute(query).all()
+        return db.session.execute(_listing_query(bucket_id, request, access.condition())).all()
 
-    entries, folders = [], set()
-    search = request.search.lower()
-    for row in transactions.read(work):
-        if not row.name.startswith(request.prefix):
-            continue  # SQLite's LIKE ignores case
-        rest = row.name[len(request.prefix) :]
-        if search and not rest.lower().startswith(search):
-            continue
-        head, slash, _ = rest.partition("/")
-        if slash:
-            if head not in folders:
-                folders.add(head)
-                entries.append(_folder(head))
-        else:
-            entries.append(_file(rest, row))
-    key = request.column
-    if key == "name":
-        entries.sort(key=lambda entry: entry["name"], reverse=request.descending)
-    else:
-        stamp = "updated_at" if key == "last_accessed_at" else key
-        entries.sort(key=lambda entry: (entry[stamp] or "", entry["name"]), reverse=request.descending)
-    return entries[request.offset : request.offset + request.limit]
+    return [
+        _folder(row.entry) if row.id is None else _file(row.entry, row) for row in transactions.read(work)
+    ]
+
+
+def _listing_query(bucket_id, request, condition):
+    """One page of a listing: the objects whose name, after the prefix, has no slash, and one row per
+    folder (the first segment of those that have one), in the order asked (by a time, folders
+    first ascending and last descending, as they have none)."""
+    objects, func = StorageObject, sa.func
+    rest = func.substr(objects.name, len(request.prefix) + 1)
+    slash = func.instr(rest, "/")
+    under = [objects.bucket_id == bucket_id]
+    if request.prefix:  # LIKE finds them by the index; SQLite's LIKE ignores case, = does not
+        under.append(objects.name.startswith(request.prefix, autoescape=True))
+        under.append(func.substr(objects.name, 1, len(request.prefix)) == request.prefix)
+    if request.search:
+        under.append(func.lower(func.substr(rest, 1, len(request.search))) == request.search.lower())
+    if condition is not None:
+        under.append(condition)
+    columns = (objects.id, objects.size, objects.mimetype, objects.cache_control, objects.etag,
+               objects.created_at, objects.updated_at)  # fmt: skip
+    files = sa.select(rest.label("entry"), *columns).where(*under, slash == 0)
+    nothing = [sa.null().label(name) for name in ("id", "size", "mimetype", "cache_control", "etag")]
+    folders = (
+        sa.select(func.substr(rest, 1, slash - 1).label("entry"), *nothing, sa.null(), sa.null())
+        .where(*under, slash > 0)
+        .distinct()
+    )
+    page = sa.union_all(files, folders).subquery("entries")
+    column = {"name": None, "created_at": page.c.created_at}.get(request.column, page.c.updated_at)
+    keys = (
+        [page.c.entry] if column is None else [sa.case((column.is_(None), 0), else_=1), column, page.c.entry]
+    )
+    keys.append(sa.case((page.c.id.is_(None), 0), else_=1))
+    order = [key.desc() if request.descending else key.asc() for key in keys]
+    return sa.select(page).order_by(*order).limit(request.limit).offset(request.offset)
 
 
 def _folder(name):

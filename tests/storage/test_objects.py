@@ -405,3 +405,29 @@ def test_names_in_any_script(service, api):
     assert [entry["name"] for entry in listed] == ["ünïcödé 名前.txt"]
     assert upload(service, f"locked/{'é' * 512}").status_code == 200  # 1024 UTF-8 bytes
     assert_storage_error(upload(service, f"locked/{'é' * 513}"), 400, "InvalidKey")
+
+
+def test_listing_is_decided_in_the_sql_as_it_was_in_python(service, monkeypatch):
+    """Files and folders of one name, case in prefixes, wildcards in a search, folders around the
+    files when sorted by a time: the listing the database pages is the one Python used to sort."""
+    from storage import clock
+
+    moments = iter(range(1, 100))
+    real_now = clock.now
+    monkeypatch.setattr(clock, "now", lambda: real_now().replace(microsecond=0, second=next(moments) % 60))
+    for name in ("a", "a/inner.txt", "Docs/x.txt", "docs/y.txt", "docs/a_b.txt", "docs/axb.txt", "z.txt"):
+        upload(service, f"locked/{name}")
+
+    def names(**body):
+        listed = service.post(f"{OBJECTS}/list/locked", json=body)
+        assert listed.status_code == 200, listed.json
+        return [(entry["name"], entry["id"] is None) for entry in listed.json]
+
+    assert names() == [("Docs", True), ("a", True), ("a", False), ("docs", True), ("z.txt", False)]
+    assert names(prefix="docs") == [("a_b.txt", False), ("axb.txt", False), ("y.txt", False)]
+    assert names(prefix="docs", search="A_") == [("a_b.txt", False)]
+    by_time = names(sortBy={"column": "created_at", "order": "asc"})
+    assert by_time == [("Docs", True), ("a", True), ("docs", True), ("a", False), ("z.txt", False)]
+    latest = names(sortBy={"column": "updated_at", "order": "desc"}, limit=3)
+    assert latest == [("z.txt", False), ("a", False), ("docs", True)]
+    assert names(offset=4) == [("z.txt", False)] and names(offset=5) == []
