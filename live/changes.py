@@ -210,6 +210,7 @@ class Feed:
         self.gaps = {}  # a missing id -> when it was first missed
         self.task = None
         self.trimmed = 0.0
+        self.wake = asyncio.Event()  # a first subscriber ends the idle wait at once
 
     async def start(self):
         """Install the triggers and start reading; with the database down or refusing, Realtime
@@ -234,6 +235,7 @@ class Feed:
     def add(self, channel):
         if channel.subscriptions:
             self.channels.add(channel)
+            self.wake.set()
 
     def remove(self, channel):
         self.channels.discard(channel)
@@ -245,7 +247,11 @@ class Feed:
             except Exception:
                 log.exception("realtime: reading the change log failed; trying again")
                 await asyncio.sleep(1)
-            await asyncio.sleep(POLL_SECONDS if self.channels else IDLE_SECONDS)
+            self.wake.clear()
+            try:
+                await asyncio.wait_for(self.wake.wait(), POLL_SECONDS if self.channels else IDLE_SECONDS)
+            except TimeoutError:
+                pass
 
     async def step(self):
         if time.monotonic() - self.trimmed > TRIM_SECONDS:
@@ -322,7 +328,7 @@ def _read(floor):
 def _trim():
     log_table = _log_table()
     if db.engine.dialect.name == "sqlite":
-        now = sa.text("(julianday('now') - 2440587.5) * 86400.0")
+        now = sa.literal_column("((julianday('now') - 2440587.5) * 86400.0)")
     else:
         now = sa.func.unix_timestamp(sa.func.now(6))
     with db.engine.begin() as connection:

@@ -54,6 +54,12 @@ def application(app, realtime, threads):
     return serve
 
 
+def _answered_upgrades(record):
+    """uvicorn calls an upgrade answered with an HTTP error (a missing API key: the 401) a handshake
+    never completed, at ERROR; it was answered as meant."""
+    return not str(record.msg).startswith("ASGI callable returned without completing handshake")
+
+
 class Server(uvicorn.Server):
     """uvicorn with our stop flag instead of its own signal handling, and the sockets closed with
     1001 before it closes connections itself (with 1012)."""
@@ -81,6 +87,10 @@ class Server(uvicorn.Server):
 
 def make_server(app, realtime, host, port, threads, stop, sockets=None):
     waitress_server._allow_open_files(MAX_SOCKETS)
+    # uvicorn logs each socket's request line, ?apikey= and all, at INFO: a service_role key would be
+    # in the log. The app logs its own requests without keys (runtime/logs.py).
+    logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
+    logging.getLogger("uvicorn.error").addFilter(_answered_upgrades)
     app.config["REALTIME_SERVED"] = True  # a plain GET of the socket's path is then a 400, not a 501
     config = uvicorn.Config(
         application(app, realtime, threads),

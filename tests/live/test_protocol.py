@@ -107,6 +107,8 @@ def test_the_api_key_is_required_at_the_upgrade(server):
         connect(server.socket_url(vsn="9.9.9"), open_timeout=5)
     assert refused.value.response.status_code == 400
     Client(server, key=server.service).join("room")  # the service key is a key too
+    time.sleep(0.3)  # the log is written in batches
+    assert server.service not in server.log()  # uvicorn logged each socket's ?apikey=
 
 
 def test_refused_joins_are_answered_with_supabases_reasons(start_server):
@@ -222,3 +224,18 @@ def test_sigterm_closes_every_socket_with_1001_and_exits_0(server):
                 client.recv()
         assert closed.value.rcvd.code == 1001
     assert server.process.wait(timeout=15) == 0
+
+
+def test_a_frame_past_the_message_size_closes_that_socket_with_1009(start_server):
+    server = start_server(REALTIME_MAX_MESSAGE="1KB")
+    big, other = Client(server), Client(server)
+    big.join("room")
+    other.join("room")
+    big.send(
+        "realtime:room", "broadcast", {"type": "broadcast", "event": "x", "payload": {"b": "x" * 2000}}, "1"
+    )
+    with pytest.raises(ConnectionClosed) as closed:
+        big.recv()
+    assert closed.value.rcvd is not None and closed.value.rcvd.code == 1009
+    other.nothing()
+    assert other.join("room2")["status"] == "ok"
