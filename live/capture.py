@@ -69,7 +69,7 @@ def _install_one(name, dialect):
         return "the database has no such table"
     if not list(table.primary_key.columns):
         return "it has no primary key (a change is told by its key)"
-    columns = [column for column in table.c if not _binary(column)]
+    columns = [column for column in table.c if not _binary(column) and column.name in _logged(name, table)]
     try:
         with db.engine.begin() as connection:
             for operation in OPERATIONS:
@@ -81,6 +81,15 @@ def _install_one(name, dialect):
     except DBAPIError as exc:
         return f"the database refused its triggers ({PRIVILEGE}): {_first_line(exc)}"
     return None
+
+
+def _logged(name, table):
+    """The columns a change logs: all of them where a row policy may look at any, else only those the
+    API exposes, the owner's and the key (the users table's password hash never enters the log)."""
+    policy = policies.policies()[name]
+    if policy.columns is None or policy.row_policies:
+        return set(table.c.keys())
+    return {*policy.columns, policy.owner_column, *(column.name for column in table.primary_key.columns)}
 
 
 def _binary(column):

@@ -1,5 +1,5 @@
 // supabase-js's Realtime (channel, broadcast, presence) against minibase over a real socket, with the
-// serializer VSN names (1.0.0 or 2.0.0). tests/live/test_clients.py runs it and checks the one
+// serializer VSN names (1.0.0 or 2.0.0). tests/live/test_realtime_sdks.py runs it and checks the one
 // JSON object it prints last.
 import { createClient } from '@supabase/supabase-js'
 import WebSocket from 'ws' // Node 20 has no WebSocket of its own; supabase-js's Realtime wants one

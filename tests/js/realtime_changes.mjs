@@ -1,5 +1,5 @@
 // supabase-js's postgres_changes against minibase: a table opted in to Realtime, written through
-// the SDK's own REST calls, with the serializer VSN names. tests/live/test_clients.py runs it and
+// the SDK's own REST calls, with the serializer VSN names. tests/live/test_realtime_sdks.py runs it and
 // checks the one JSON object it prints last.
 import { createClient } from '@supabase/supabase-js'
 import WebSocket from 'ws' // Node 20 has no WebSocket of its own; supabase-js's Realtime wants one

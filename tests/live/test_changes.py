@@ -255,3 +255,19 @@ def test_without_the_trigger_privilege_the_start_says_so_and_joins_are_refused(
     finally:
         mysql_admin(mariadb_server, f"DROP USER '{user}'@'%'")
         admin.dispose()
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_columns_no_policy_looks_at_never_enter_the_log(start_server, database, database_url):
+    database("CREATE TABLE accounts (id INTEGER PRIMARY KEY, name VARCHAR(50), pin VARCHAR(10))")
+    server = start_server('[tables.accounts]\nselect = "anon"\ncolumns = ["id", "name"]\nrealtime = true\n')
+    watcher = Client(server)
+    assert watcher.join("a", postgres_changes=changes("a", ("*", "accounts", {})))["status"] == "ok"
+    database("INSERT INTO accounts (id, name, pin) VALUES (1, 'ann', '1234')")
+    _, data = change(watcher)
+    assert data["record"] == {"id": 1, "name": "ann"}
+    engine = sa.create_engine(database_url)
+    with engine.connect() as connection:
+        logged = connection.execute(sa.text("SELECT new_row FROM minibase_realtime_changes")).scalars().all()
+    engine.dispose()
+    assert logged and all("1234" not in row and "pin" not in row for row in logged)
