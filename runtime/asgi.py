@@ -27,7 +27,14 @@ MAX_SOCKETS = 10000  # open files the process asks for: thousands of idle socket
 
 def application(app, realtime, threads):
     """The ASGI application: the socket path to `realtime`, the rest to the Flask `app`."""
-    flask = WSGIMiddleware(app, workers=threads)
+
+    def whole_body(environ, start_response):
+        # a2wsgi's input ends where the request's body does, chunked or not, as waitress's does; without
+        # saying so, werkzeug reads a body that has no Content-Length as empty (a chunked upload: 0 bytes).
+        environ["wsgi.input_terminated"] = True
+        return app(environ, start_response)
+
+    flask = WSGIMiddleware(whole_body, workers=threads)
 
     async def serve(scope, receive, send):
         kind = scope["type"]
