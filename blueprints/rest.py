@@ -11,9 +11,9 @@ from flask import Blueprint, Response, current_app, json, request
 from werkzeug.datastructures import MIMEAccept
 from werkzeug.http import parse_accept_header
 
-import filters
 from blueprints.gateway import identity
 from errors import APIError, Rest, bad_body, bad_query
+from query import filters, params, tree
 from rest import openapi, policies, rows, rpc
 from values import MAX_DEPTH, strict_json, text_value
 
@@ -73,13 +73,13 @@ def check_query_arguments(function):
     (select, order, limit, …) nor, for a function of rows, a filter on them: a typo in an argument's
     name must not be ignored."""
     for key, value in request.args.items(multi=True):
-        if key in function.params or key in filters.RESERVED or key.partition(".")[0] in filters.RESERVED:
+        if key in function.params or key in tree.RESERVED or key.partition(".")[0] in tree.RESERVED:
             continue
         if function.returns == "rows":
             try:
                 filters.parse_filters([(key, value)])
                 continue
-            except filters.FilterError:
+            except tree.FilterError:
                 pass
         raise APIError(
             400,
@@ -150,10 +150,10 @@ def parsed(parse, **options):
 
 
 def parse_query(pairs, select=None, order=None):
-    """The query string as a filters.Query; a 400 when a filter or select does not parse."""
+    """The query string as a params.Query; a 400 when a filter or select does not parse."""
     try:
-        query = filters.parse_query(pairs, select, order)
-    except filters.FilterError as exc:
+        query = params.parse_query(pairs, select, order)
+    except tree.FilterError as exc:
         raise rows.client_error(exc) from None
     if query.aggregates() and not current_app.config["DB_AGGREGATES_ENABLED"]:
         # PostgREST's db-aggregates-enabled: off by default, since an aggregate over a large table

@@ -27,9 +27,9 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.pool import SingletonThreadPool, StaticPool
 
-import filters
 from database import transactions
 from extensions import db, state
+from query import dialects
 
 
 def init_app(app):
@@ -44,7 +44,7 @@ def init_app(app):
             cursor.execute(f"PRAGMA busy_timeout={int(db_timeout * 1000)}")
             cursor.execute("PRAGMA foreign_keys=ON")
             # `col REGEXP pattern` (match/imatch filters) calls regexp(pattern, col) in Python.
-            dbapi_connection.create_function("regexp", 2, filters.sqlite_regexp, deterministic=True)
+            dbapi_connection.create_function("regexp", 2, dialects.sqlite_regexp, deterministic=True)
             deadline = record.info["deadline"] = transactions.Deadline(statement_timeout)
             # Called every 1,000 virtual-machine steps: a true answer interrupts the statement.
             dbapi_connection.set_progress_handler(deadline.passed, 1000)

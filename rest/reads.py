@@ -4,8 +4,8 @@ functions and the rows a write answers with. Values come back as JSON values (va
 
 import sqlalchemy as sa
 
-import filters
 from extensions import db
+from query import resolve, sql
 from rest.reflection import dialect, primary_key
 from values import json_rows, row_shape
 
@@ -14,7 +14,7 @@ KEY_CHUNK = 500  # primary keys per IN (...) list; SQLite allows 32766 bound par
 
 def condition(nodes, table, *grants):
     """The WHERE clause: the filter nodes AND the grants' owner conditions."""
-    parts = [filters.where_clause(nodes, table, dialect())]
+    parts = [sql.where_clause(nodes, table, dialect())]
     parts += [grant.condition(table) for grant in grants if grant is not None]
     parts = [part for part in parts if part is not None]
     return sa.and_(*parts) if parts else None
@@ -49,7 +49,7 @@ def execute(statement, parameters=None):
 
 def select_rows(table, items, where, order=(), offset=0, limit=None, lock=False):
     """Rows as dicts keyed by alias, in JSON values."""
-    columns = [filters.output(item, table) for item in items]
+    columns = [resolve.output(item, table) for item in items]
     return json_rows(row_shape(table, items), plain_rows(table, columns, where, order, offset, limit, lock))
 
 
@@ -85,7 +85,7 @@ def key_condition(columns, keys):
 def fetch(table, items, keys, grant=None):
     """The rows with primary keys `keys`, in that order (rows the reader may not see are left out)."""
     key_columns = primary_key(table)
-    columns = [*(filters.output(item, table) for item in items), *key_columns]
+    columns = [*(resolve.output(item, table) for item in items), *key_columns]
     found = {}
     for chunk in chunks(key_columns, keys):
         where = sa.and_(chunk, *also(grant and grant.condition(table)))

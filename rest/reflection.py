@@ -13,12 +13,12 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from sqlalchemy.exc import NoSuchTableError
 
-import filters
 from config import ConfigError
 from database import transactions
 from database.transactions import error_code
 from errors import APIError, Rest
 from extensions import db, state
+from query import resolve, sql, tree
 from rest import policies
 from row_policies import check_compiles
 from values import row_shape
@@ -222,7 +222,7 @@ def require_columns(table, names, where):
                 400,
                 Rest.UNDEFINED_COLUMN,
                 f'unknown column "{name[:60]}" in {where}',
-                hint=filters.suggest(name, table),
+                hint=resolve.suggest(name, table),
             )
 
 
@@ -240,15 +240,15 @@ def check_conflict_target(table, columns):
 
 def ordering(order, table, not_null=frozenset()):
     """The order= text's clauses, then the primary key, so that equal rows keep a stable order.
-    `not_null`: the columns the rows ordered hold no NULL in (filters.order_clauses)."""
-    return filters.order_clauses(order_items(order, table), table, dialect(), not_null)
+    `not_null`: the columns the rows ordered hold no NULL in (sql.order_clauses)."""
+    return sql.order_clauses(order_items(order, table), table, dialect(), not_null)
 
 
 def order_items(order, table):
     """The order= text's items, then the primary key's columns it does not name."""
-    items = filters.parse_order(order, table)
+    items = resolve.parse_order(order, table)
     named = {item.column for item in items}
-    return items + [filters.OrderItem(c.key) for c in primary_key(table) if c.key not in named]
+    return items + [tree.OrderItem(c.key) for c in primary_key(table) if c.key not in named]
 
 
 # --- the prepared plans of plain reads, kept with the cache of tables
@@ -279,9 +279,9 @@ def read_plan(table, query, grant, offset, limit):
     grant's rule, whether it keeps an owner to their rows and whether its row policy applies (the
     policy's SQL is the table's, from tables.toml); values, the owner's id and the policy's
     parameters included, are parameters and never part of the plan. The filters' values and shape
-    come from one walk (filters.build), so a value is bound under its own condition's name or not at
+    come from one walk (sql.build), so a value is bound under its own condition's name or not at
     all; their SQL expression is built only when the plan is made."""
-    where = filters.build(query.filters, table, db.engine.dialect.name, named=True, express=False)
+    where = sql.build(query.filters, table, db.engine.dialect.name, named=True, express=False)
     key = (table, where.shape, query.select, query.order, bool(offset), limit is not None,
            grant.policy.rules["select"], grant.owner_id is not None, grant.using is not None)  # fmt: skip
     values = {**where.values, **grant.plan_values()}
@@ -294,7 +294,7 @@ def read_plan(table, query, grant, offset, limit):
     found = plans.get(key)
     with cache.lock:
         if found is None:
-            where = filters.build(query.filters, table, db.engine.dialect.name, named=True)
+            where = sql.build(query.filters, table, db.engine.dialect.name, named=True)
             found = plans[key] = _plan(table, query, grant, offset, limit, where)
             while len(plans) > MAX_PLANS:
                 plans.popitem(last=False)
@@ -304,13 +304,13 @@ def read_plan(table, query, grant, offset, limit):
 
 
 def _plan(table, query, grant, offset, limit, where):
-    items = filters.parse_select(query.select, table, aggregates=True)
+    items = resolve.parse_select(query.select, table, aggregates=True)
     allowed = grant.condition(table, named=True)
-    not_null = filters.non_null_columns(where.shape)
+    not_null = sql.non_null_columns(where.shape)
     where = where.clause
     if allowed is not None:
         where = allowed if where is None else sa.and_(where, allowed)
-    columns = [filters.output(item, table).label(f"c{index}") for index, item in enumerate(items)]
+    columns = [resolve.output(item, table).label(f"c{index}") for index, item in enumerate(items)]
     count = sa.select(sa.func.count()).select_from(table)
     if where is not None:
         count = count.where(where)
@@ -324,7 +324,7 @@ def _plan(table, query, grant, offset, limit, where):
         if order is None:
             rows, count = _grouped(rows, items, columns, query.order, table)
         else:
-            rows = rows.order_by(*filters.order_clauses(order, table, dialect(), not_null))
+            rows = rows.order_by(*sql.order_clauses(order, table, dialect(), not_null))
     if offset:
         rows = rows.offset(sa.bindparam("offset", type_=sa.Integer, required=True))
     if limit is not None:
@@ -345,7 +345,7 @@ def _grouped(rows, items, columns, order, table):
     ]
     rows = rows.group_by(*groups)
     count = sa.select(sa.func.count()).select_from(rows.subquery("groups"))
-    asked = filters.order_clauses(filters.parse_order(order, table), table, dialect()) if order else groups
+    asked = sql.order_clauses(resolve.parse_order(order, table), table, dialect()) if order else groups
     return rows.order_by(*asked), count
 
 
@@ -354,7 +354,7 @@ def _nulls_apart(order, table, not_null):
     column is the only one whose NULLs must move."""
     if dialect() != "mysql" or any(item.column not in table.c for item in order):
         return False  # a JSON path or a function's column: one SELECT with its IS NULL key
-    moved = [filters.moves_nulls(item, table.c[item.column], not_null) for item in order]
+    moved = [sql.moves_nulls(item, table.c[item.column], not_null) for item in order]
     return moved[:1] == [True] and not any(moved[1:])
 
 
@@ -372,9 +372,9 @@ def _page_in_two_parts(columns, where, order, table, not_null):
     def part(number, condition, ordered, known):
         kept = condition if where is None else sa.and_(where, condition)
         found = sa.select(*columns, *keys, sa.literal_column(str(number)).label("part")).where(kept)
-        return found.order_by(*filters.order_clauses(ordered, table, "mysql", known)).limit(span)
+        return found.order_by(*sql.order_clauses(ordered, table, "mysql", known)).limit(span)
 
-    nulls_first = filters.nulls_first(first)
+    nulls_first = sql.nulls_first(first)
     nulls = part(0 if nulls_first else 1, column.is_(None), rest, not_null)
     others = part(1 if nulls_first else 0, column.is_not(None), order, not_null | {column.key})
     pages = sa.union_all(nulls, others).subquery("page")

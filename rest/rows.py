@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 
 from sqlalchemy.exc import DBAPIError
 
-import filters
 from database import transactions
 from errors import APIError, Rest
+from query import params, resolve, tree
 from rest import embeds, policies, reads, reflection, writes
 from values import BadValue, body_value, json_rows
 
@@ -36,7 +36,7 @@ class Prefer:
 
 @dataclass(frozen=True)
 class Read:
-    query: filters.Query
+    query: params.Query
     offset: int
     limit: int
     count: bool
@@ -50,7 +50,7 @@ class Read:
 
 @dataclass(frozen=True)
 class Write:
-    query: filters.Query
+    query: params.Query
     prefer: Prefer
     media: str
     rows: list = field(default_factory=list)  # the body's objects
@@ -156,7 +156,7 @@ def _check_not_embedded(write):
     rows written, so it is a 400 rather than a write of more rows than meant."""
     if write.query.scoped:
         raise client_error(
-            filters.FilterError(
+            tree.FilterError(
                 "filters on embedded resources are not supported on writes",
                 hint="filter the rows to write on the table's own columns",
             )
@@ -192,7 +192,7 @@ def _embedded_reader(table, access, write):
     key = [column.key for column in reflection.primary_key(table)]
     if not key:
         raise client_error(
-            filters.FilterError(f"table '{table.name}' has no primary key: its written rows cannot embed")
+            tree.FilterError(f"table '{table.name}' has no primary key: its written rows cannot embed")
         )
     level = embeds.plan(table.name, table, write.query.embeds_only(), access.who, access.read, [])
     return functools.partial(embeds.read_keys, level, key), level.names()
@@ -203,7 +203,7 @@ def _items(table, write, reader):
     returns nothing and its select embeds (then the select does not apply)."""
     if reader is not None or (write.query.embeds() and write.prefer.returns != "representation"):
         return []
-    return filters.parse_select(write.query.select, table)
+    return resolve.parse_select(write.query.select, table)
 
 
 def _create(table, access, write):
@@ -377,7 +377,7 @@ def _run(name, operation, who, request, work):
             return (
                 transactions.write(work, table, access, request) if writing else work(table, access, request)
             )
-        except (filters.FilterError, BadValue) as exc:
+        except (tree.FilterError, BadValue) as exc:
             raise client_error(exc) from None
         except DBAPIError as exc:
             if not force and reflection.schema_changed(exc):
@@ -413,7 +413,7 @@ REFUSAL_CODES = {
 
 def client_error(exc):
     """The 400 for a FilterError or a BadValue: its message and hint, and the code of its kind."""
-    codes = FILTER_CODES if isinstance(exc, filters.FilterError) else REFUSAL_CODES
+    codes = FILTER_CODES if isinstance(exc, tree.FilterError) else REFUSAL_CODES
     return APIError(400, codes[exc.kind], str(exc), hint=exc.hint)
 
 

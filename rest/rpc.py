@@ -15,10 +15,10 @@ import logging
 import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
-import filters
 from database import transactions
 from errors import APIError, Rest
 from extensions import db
+from query import resolve, tree
 from rest import reads, reflection, rows
 from values import BadValue, json_value
 
@@ -118,14 +118,14 @@ def _shaped(function, values, read):
     types = {name: _column_type(first[index] if first else None) for index, name in enumerate(names)}
     source = statement.columns(**types).subquery("rpc")
     try:
-        items = filters.parse_select(read.query.select, source)
+        items = resolve.parse_select(read.query.select, source)
         where = reads.condition(read.query.filters, source)
         order = reflection.ordering(read.query.order, source)
         found = []
         if read.limit != 0:
             found = reads.select_rows(source, items, where, order, read.offset, read.limit)
         total = reads.count(source, where) if read.count else None
-    except filters.FilterError as exc:
+    except tree.FilterError as exc:
         raise rows.client_error(exc) from None
     return rows.Page(rows.single(read.media, found), [item.alias for item in items], total)
 
@@ -135,8 +135,8 @@ def _paged(function, statement, read):
     found = [tuple(row) for row in result]
     source = sa.table("rpc", *(sa.column(name, sa.Text()) for name in result.keys()))
     try:
-        items = filters.parse_select(read.query.select, source)
-    except filters.FilterError as exc:
+        items = resolve.parse_select(read.query.select, source)
+    except tree.FilterError as exc:
         raise rows.client_error(exc) from None
     names = list(result.keys())
     picked = [

@@ -5,8 +5,8 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-import filters
 from extensions import db
+from query import resolve, tree
 from rest import policies
 from rest.reads import also, chunks, fetch, filtered, plain_rows, select_rows
 from rest.reflection import dialect, primary_key
@@ -118,9 +118,9 @@ def update(table, values, where, items=None, read=None):
     columns = primary_key(table)
     if not columns:
         if not all(item.plain for item in items or ()):
-            raise filters.FilterError("JSON paths and casts in select need a table with a primary key here")
+            raise tree.FilterError("JSON paths and casts in select need a table with a primary key here")
         lock_for_writing(table)
-        before = select_rows(table, filters.parse_select(None, table), where, lock=True)
+        before = select_rows(table, resolve.parse_select(None, table), where, lock=True)
         db.session.execute(filtered(statement, where))
         changed = [{**row, **{k: json_value(table.c[k], v) for k, v in values.items()}} for row in before]
         return [{item.alias: row[item.column] for item in items} for row in changed], len(before)
@@ -149,7 +149,7 @@ def delete(table, where, items=None, read=None):
         before = select_rows(table, items, where, lock=True)
         db.session.execute(filtered(sa.delete(table), where))
         return before, len(before)
-    columns = [*(filters.output(item, table) for item in items), *key_columns]
+    columns = [*(resolve.output(item, table) for item in items), *key_columns]
     before = plain_rows(table, columns, where, order=key_columns, lock=True)
     _delete_keys(table, where, [row[len(items) :] for row in before])
     return json_rows(row_shape(table, items), before), len(before)

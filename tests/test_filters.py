@@ -1,4 +1,4 @@
-"""filters.py: both filter dialects, values, LIKE semantics, select and order, on SQLite and MariaDB."""
+"""query/: both filter dialects, values, LIKE semantics, select and order, on SQLite and MariaDB."""
 
 import uuid
 from datetime import date, datetime
@@ -9,21 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy.dialects import mysql
 
-from filters import (
-    OPERATORS,
-    RESERVED,
-    Condition,
-    FilterError,
-    Logic,
-    OrderItem,
-    SelectItem,
-    build,
-    order_clauses,
-    parse_filters,
-    parse_order,
-    parse_select,
-    where_clause,
-)
+from query.filters import parse_filters
+from query.resolve import parse_order, parse_select
+from query.sql import build, order_clauses, where_clause
+from query.tree import OPERATORS, RESERVED, Condition, FilterError, Logic, OrderItem, SelectItem
 
 metadata = sa.MetaData()
 items = sa.Table(

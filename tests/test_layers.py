@@ -1,5 +1,6 @@
-"""The leaves at the top of the project import nothing above them. import-linter (`make lint`) checks
-the packages; it cannot take single modules as roots, so the leaves' rule is checked here."""
+"""The leaves at the top of the project import nothing above them, and query/ is pure. import-linter
+(`make lint`) checks the packages; it cannot take single modules as roots, so the leaves' rule, and
+query/'s own (it may use the leaf values.py, not the app's extensions or errors), are checked here."""
 
 import ast
 from pathlib import Path
@@ -7,10 +8,20 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-LEAVES = ("models", "filters", "values", "errors", "config", "extensions", "row_policies")
+LEAVES = ("models", "values", "errors", "config", "extensions", "row_policies")
 ABOVE = frozenset(
-    {"app", "wsgi", "blueprints", "runtime", "live", "auth", "rest", "storage", "database", "tools"}
+    {"app", "wsgi", "blueprints", "runtime", "live", "auth", "rest", "storage", "database", "tools", "query"}
 )
+# What a pure module may not use: the app, its settings, its database session, Flask.
+IMPURE = (ABOVE - {"query"}) | {
+    "models",
+    "errors",
+    "config",
+    "extensions",
+    "row_policies",
+    "flask",
+    "werkzeug",
+}
 
 
 def imported(path):
@@ -25,6 +36,11 @@ def imported(path):
 @pytest.mark.parametrize("leaf", LEAVES)
 def test_a_leaf_imports_nothing_above_it(leaf):
     assert not ABOVE & set(imported(ROOT / f"{leaf}.py"))
+
+
+@pytest.mark.parametrize("module", sorted((ROOT / "query").glob("*.py")), ids=lambda path: path.stem)
+def test_the_query_package_is_pure(module):
+    assert not IMPURE & set(imported(module))
 
 
 def test_the_check_sees_imports_inside_functions(tmp_path):
