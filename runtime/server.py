@@ -2,12 +2,21 @@
 the service offline, and a drain on SIGTERM and SIGINT: the listener closes, requests in flight
 finish and are answered (up to DRAIN_SECONDS), then serve() returns and the process exits 0.
 
+What slow clients can hold is bounded (Server). waitress closes a connection only once it has been
+silent for CHANNEL_TIMEOUT, and at CONNECTION_LIMIT it stops accepting: a thousand clients that
+each send a header byte every few seconds (slowloris) held every slot, and /health went unanswered.
+Here a request's headers must be in within HEADER_SECONDS of its first byte, however it trickles;
+and at the limit the server keeps accepting: it closes the connections that have waited longest
+without a whole request (idle, or a request still arriving) to make room, never one whose request
+is being served or answered.
+
 waitress answers some requests itself, before the app sees them: one it cannot parse (a bad byte in
 the request line, a lowercase method, a header line without a colon), headers or a body over its
 limits. Those are handed to the app (Refusal), which answers them in the JSON error body of the API
 the path names, as it answers everything else. And a request without a body that asks
 `Expect: 100-continue` is answered, not left waiting for a body that never comes (Channel)."""
 
+import heapq
 import logging
 import re
 import resource
@@ -29,7 +38,9 @@ log = logging.getLogger("minibase")
 
 CONNECTION_LIMIT = 1000  # open sockets; waitress's default (100) is taken by a hundred idle clients
 CHANNEL_TIMEOUT = 20  # seconds a connection may sit idle or half-sent before it is closed
-CLEANUP_INTERVAL = 5  # seconds between looks for such connections
+CLEANUP_INTERVAL = 2  # seconds between looks for such connections
+HEADER_SECONDS = 10  # a request's line and headers must be in within this of its first byte
+ACCEPTS_PER_TURN = 50  # connections accepted in one turn of the loop; room is made for as many
 DRAIN_SECONDS = 30
 POLL_SECONDS = 0.5  # how long the loop waits for a socket before it looks at the stop flag again
 REQUEST_LINE_BYTES = 8192  # what a refused request's start is kept of, to find its path
@@ -97,10 +108,33 @@ def requested(start):
 
 
 class Channel(HTTPChannel):
-    """waitress's connection, answering with Parser and Refusal."""
+    """waitress's connection, answering with Parser and Refusal, and knowing since when it has
+    waited for a whole request (`waiting_since`)."""
 
     parser_class = Parser
     error_task_class = Refusal
+    request_started = 0.0  # time.time() of the first byte of the request being received
+
+    def received(self, data):
+        if self.request is None and data:
+            self.request_started = time.time()
+        return super().received(data)
+
+    def waiting_since(self):
+        """When this connection began to wait for its next request: the first byte of the one
+        arriving, else its last activity (its last answer, or its opening); None while a request
+        is queued, served or answered, or the connection is closing."""
+        if self.requests or self.total_outbufs_len or self.will_close or self.close_when_flushed:
+            return None
+        return self.request_started if self.request is not None else self.last_activity
+
+    def headers_late(self, now):
+        request = self.request
+        return (
+            request is not None
+            and not request.headers_finished
+            and now - self.request_started > HEADER_SECONDS
+        )
 
     def send_continue(self):
         # A request with no body is complete once its headers are in: waitress would send
@@ -120,6 +154,51 @@ class Server(TcpWSGIServer):
     def __init__(self, app, limits, *args, **kwargs):
         super().__init__(app, *args, **kwargs)
         self.limits = limits
+
+    def maintenance(self, now):
+        """waitress's closing of connections silent for CHANNEL_TIMEOUT, and of those whose request's
+        headers are late."""
+        super().maintenance(now)
+        for channel in list(self.active_channels.values()):
+            if channel.headers_late(now):
+                channel.will_close = True
+
+    def readable(self):
+        """Whether to accept: waitress's upkeep, then room made for ACCEPTS_PER_TURN more (waitress's
+        own check would stop accepting at the limit)."""
+        now = time.time()
+        if now >= self.next_channel_cleanup:
+            self.next_channel_cleanup = now + self.adj.cleanup_interval
+            self.maintenance(now)
+        return self.accepting and self.make_room()
+
+    def make_room(self):
+        """Close the connections that have waited longest for a request until ACCEPTS_PER_TURN more
+        fit under the limit; False when too many are busy with requests for that."""
+        excess = len(self.active_channels) + ACCEPTS_PER_TURN - self.adj.connection_limit
+        if excess <= 0:
+            return True
+        closing = sum(1 for channel in self.active_channels.values() if channel.will_close)
+        waiting = [
+            (since, fd)
+            for fd, channel in self.active_channels.items()
+            if (since := channel.waiting_since()) is not None
+        ]
+        for _, fd in heapq.nsmallest(excess - closing, waiting):
+            self.active_channels[fd].will_close = True  # closed in this turn: it is writable
+            closing += 1
+        return closing >= excess
+
+    def handle_accept(self):
+        """Accept up to ACCEPTS_PER_TURN waiting connections (one a turn fell behind a crowd that
+        reconnects), each while `readable` still says to: room, and a worker's share (workers.py)."""
+        for turn in range(ACCEPTS_PER_TURN):
+            before = len(self.active_channels)
+            if turn and not self.readable():
+                return
+            super().handle_accept()
+            if len(self.active_channels) == before:
+                return
 
     def http_error(self, error, path):
         """The HTTP error the app answers for waitress's `error` of a request to `path`."""

@@ -6,7 +6,11 @@ import http.client
 import json
 import logging
 import os
+import random
+import re
+import resource
 import select
+import shutil
 import signal
 import socket
 import subprocess
@@ -19,7 +23,7 @@ import pytest
 import requests
 
 from auth import tokens
-from runtime import logs
+from runtime import logs, server
 from support import SECRET, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -438,3 +442,181 @@ def test_without_trusted_proxies_a_forged_forwarded_for_does_not_change_the_buck
     for n in range(10):
         assert failed_sign_ins_from(base, anon, f"203.0.113.{n}", 1) == 400
     assert failed_sign_ins_from(base, anon, "203.0.113.200", 1) == 429
+
+
+SLOW_CLIENTS = 1100  # past the server's CONNECTION_LIMIT (1000), where waitress stopped accepting
+TRICKLE_SECONDS = 2.0  # each slow client sends one byte of its headers this often
+ATTACK_SECONDS = 14  # past HEADER_SECONDS + CLEANUP_INTERVAL: the first clients must be gone by then
+ANSWER_SECONDS = 2.0  # what /health may take under the attack
+
+
+class Slowloris:
+    """SLOW_CLIENTS connections to 127.0.0.1:`port`, each sending one byte of an endless header every
+    TRICKLE_SECONDS and opening again when the server closes it (slowloris), in a thread of its own.
+    `held` is how long the server kept each connection it closed; `opened_at` when each still open
+    one was opened."""
+
+    HEAD = b"GET /health HTTP/1.1\r\nHost: x\r\nX-Padding: " + b"a" * 100_000
+
+    def __init__(self, port, count=SLOW_CLIENTS):
+        self.port, self.count = port, count
+        self.held, self.open = [], {}  # fd -> [socket, bytes sent, when to send next, when opened]
+        self.poller = select.poll()
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def __enter__(self):
+        for _ in range(self.count):
+            self.connect()
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stopping.set()
+        self.thread.join(timeout=10)
+        for sock, *_ in self.open.values():
+            sock.close()
+
+    def connect(self):
+        sock = socket.socket()
+        sock.setblocking(False)
+        sock.connect_ex(("127.0.0.1", self.port))
+        now = time.monotonic()
+        self.open[sock.fileno()] = [sock, 0, now + random.uniform(0, TRICKLE_SECONDS), now]
+        self.poller.register(sock, select.POLLIN)
+
+    def run(self):
+        while not self.stopping.is_set():
+            for fd, _ in self.poller.poll(50):  # the server closed it (or refused it): open another
+                sock, _, _, opened = self.open.pop(fd)
+                self.poller.unregister(fd)
+                sock.close()
+                self.held.append(time.monotonic() - opened)
+                self.connect()
+            now = time.monotonic()
+            for entry in list(self.open.values()):
+                sock, sent, due, _ = entry
+                if due <= now:
+                    entry[2] = now + TRICKLE_SECONDS
+                    try:
+                        entry[1] += sock.send(self.HEAD[sent : sent + 1])
+                    except OSError:
+                        pass  # not connected yet, or closed: poll says which
+
+    def oldest(self):
+        """Seconds the longest-held connection still open has been open."""
+        now = time.monotonic()
+        return max((now - opened for *_, opened in list(self.open.values())), default=0)
+
+
+def enough_open_files(needed=SLOW_CLIENTS + 500):
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < needed:
+        if hard != resource.RLIM_INFINITY and hard < needed:
+            pytest.skip(f"the open-files limit ({hard}) is below {needed}")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
+
+
+def answers_under_attack(base, seconds):
+    """GET /health every half second for `seconds`: (status, seconds) of each."""
+    answers = []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        started = time.monotonic()
+        try:
+            status = requests.get(f"{base}/health", timeout=10).status_code
+        except requests.RequestException as exc:
+            status = type(exc).__name__
+        answers.append((status, round(time.monotonic() - started, 2)))
+        time.sleep(max(0.0, 0.5 - (time.monotonic() - started)))
+    return answers
+
+
+def test_slow_clients_past_the_connection_limit_leave_health_answered(start):
+    """1,100 slowloris clients against `python wsgi.py`: waitress stopped accepting at its 1,000
+    connections, and each client's trickle kept its own connection from timing out: /health went
+    unanswered for as long as the attack lasted. Now the longest-waiting are closed to make room,
+    and none is held past HEADER_SECONDS (checked every CLEANUP_INTERVAL)."""
+    enough_open_files()
+    process, base, _ = start()
+    port = int(base.rsplit(":", 1)[1])
+    with Slowloris(port) as attack:
+        answers = answers_under_attack(base, ATTACK_SECONDS)
+        oldest = attack.oldest()
+    assert all(status == 200 and took < ANSWER_SECONDS for status, took in answers), answers
+    # the attack did fill the server: it closed connections to make room, well before any was late
+    assert len(attack.held) >= SLOW_CLIENTS - server.CONNECTION_LIMIT, len(attack.held)
+    bound = server.HEADER_SECONDS + server.CLEANUP_INTERVAL + 1
+    assert max(attack.held) < bound and oldest < bound, (max(attack.held), oldest)
+
+
+def nginx_settings():
+    """deploy/nginx.conf's site, and the worker settings its header says nginx.conf needs."""
+    site = (ROOT / "deploy" / "nginx.conf").read_text()
+    connections = int(re.search(r"worker_connections (\d+);", site).group(1))
+    files = int(re.search(r"worker_rlimit_nofile (\d+);", site).group(1))
+    return site, connections, files
+
+
+@pytest.fixture
+def nginx(tmp_path):
+    """Start nginx with deploy/nginx.conf's site, on plain HTTP on 127.0.0.1, in front of the
+    minibase at `upstream_port`: its port."""
+    binary = shutil.which("nginx") or shutil.which("nginx", path="/usr/sbin")
+    if binary is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI must run the nginx tests: install nginx (.ci/run does)")
+        pytest.skip("nginx is not installed")
+    started = []
+
+    def run(upstream_port):
+        site, connections, files = nginx_settings()
+        port = free_port()
+        site = site.replace("server 127.0.0.1:8000;", f"server 127.0.0.1:{upstream_port};")
+        site = re.sub(r"listen 443 ssl http2;", f"listen 127.0.0.1:{port};", site)
+        site = re.sub(r"\n\s*ssl_certificate\S* [^;]*;", "", site)
+        (tmp_path / "site.conf").write_text(site)
+        kinds = ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
+        temp = "\n".join(f"{kind}_temp_path {tmp_path}/{kind};" for kind in kinds)
+        (tmp_path / "nginx.conf").write_text(
+            ("user root;\n" if os.geteuid() == 0 else "")
+            + f"worker_processes 2;\nworker_rlimit_nofile {files};\npid {tmp_path}/nginx.pid;\n"
+            f"error_log {tmp_path}/error.log;\ndaemon off;\n"
+            f"events {{ worker_connections {connections}; }}\n"
+            f"http {{ access_log off;\n{temp}\ninclude {tmp_path}/site.conf; }}\n"
+        )
+        process = subprocess.Popen(
+            [binary, "-p", str(tmp_path), "-c", str(tmp_path / "nginx.conf")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        started.append(process)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                return port
+            except OSError:
+                assert process.poll() is None, process.stderr.read().decode()
+                assert time.monotonic() < deadline, "nginx did not start"
+                time.sleep(0.05)
+
+    yield run
+    for process in started:
+        process.terminate()
+        process.wait(timeout=10)
+        process.stderr.close()
+
+
+def test_behind_the_documented_nginx_slow_clients_leave_health_answered(start, nginx):
+    """The production recipe (deploy/nginx.conf in front) against the same attack: nginx holds the
+    slow clients, never passes a half-sent request on, and drops each at its client_header_timeout."""
+    enough_open_files()
+    process, base, _ = start(TRUSTED_PROXIES=1)
+    proxy = nginx(int(base.rsplit(":", 1)[1]))
+    with Slowloris(proxy) as attack:
+        answers = answers_under_attack(f"http://127.0.0.1:{proxy}", ATTACK_SECONDS)
+        oldest = attack.oldest()
+    assert all(status == 200 and took < ANSWER_SECONDS for status, took in answers), answers
+    header_timeout = int(re.search(r"client_header_timeout (\d+)s;", nginx_settings()[0]).group(1))
+    assert max(attack.held) < header_timeout + 1 and oldest < header_timeout + 1, (max(attack.held), oldest)
+    assert len(attack.held) >= SLOW_CLIENTS  # every one of them was dropped once by then
