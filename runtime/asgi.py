@@ -16,6 +16,8 @@ import time
 
 import uvicorn
 from a2wsgi import WSGIMiddleware
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from werkzeug.exceptions import BadRequest, RequestHeaderFieldsTooLarge
 
 from live import sessions
 from runtime import server as waitress_server
@@ -23,6 +25,7 @@ from runtime import server as waitress_server
 log = logging.getLogger("minibase")
 CLOSE_SECONDS = 3  # how long the sockets have to take their 1001 before the listener closes
 MAX_SOCKETS = 10000  # open files the process asks for: thousands of idle sockets are the use
+MAX_HEADER_BYTES = 256 * 1024  # a request's line and headers, as waitress's limit
 
 
 def application(app, realtime, threads):
@@ -92,6 +95,105 @@ class Server(uvicorn.Server):
         return await super().on_tick(counter)
 
 
+class Protocol(HttpToolsProtocol):
+    """uvicorn's HTTP/1.1 (httptools), bounded as server.py bounds waitress: a request's line and
+    headers must be in within HEADER_SECONDS (of the connection's opening for its first request,
+    of its first byte for the next ones) and within MAX_HEADER_BYTES, or the connection is closed;
+    uvicorn had neither limit, so a client trickling its headers, or one that opens a connection
+    and sends nothing, held it for ever. A request it cannot parse is answered by the app in the
+    API's JSON error body (server.refusal), not in uvicorn's text/plain. `flask` is the app."""
+
+    flask = None
+    head_timer = None
+    head = b""  # the first bytes of the request being received, to find its path if refused
+    head_bytes = 0  # what has come of the line and headers (and maybe a body's start) so far
+    head_size = 0  # the line's and headers' own size, as parsed
+    refused = False
+
+    def connection_made(self, transport):
+        super().connection_made(transport)
+        self.arm()
+
+    def connection_lost(self, exc):
+        self.disarm()
+        super().connection_lost(exc)
+
+    def arm(self):
+        if self.head_timer is None:
+            self.head, self.head_bytes, self.head_size = b"", 0, 0
+            self.head_timer = self.loop.call_later(waitress_server.HEADER_SECONDS, self.head_late)
+
+    def disarm(self):
+        if self.head_timer is not None:
+            self.head_timer.cancel()
+            self.head_timer = None
+
+    def head_late(self):
+        self.head_timer = None
+        if not self.transport.is_closing():
+            self.transport.close()
+
+    def data_received(self, data):
+        if self.refused:
+            return
+        receiving_head = self.head_timer is not None
+        if receiving_head:
+            self.head += data[: waitress_server.REQUEST_LINE_BYTES - len(self.head)]
+            self.head_bytes += len(data)
+        super().data_received(data)
+        if receiving_head and self.head_timer is not None and self.head_bytes > MAX_HEADER_BYTES:
+            self.too_large()  # and still not all in
+
+    def too_large(self):
+        self.disarm()
+        self.refused = True
+        self.refuse(
+            RequestHeaderFieldsTooLarge(f"The request's headers exceed the limit of {MAX_HEADER_BYTES} bytes")
+        )
+
+    def on_message_begin(self):
+        super().on_message_begin()
+        self.arm()
+
+    def on_url(self, url):
+        self.head_size += len(url)
+        super().on_url(url)
+
+    def on_header(self, name, value):
+        self.head_size += len(name) + len(value) + 4
+        super().on_header(name, value)
+
+    def on_headers_complete(self):
+        self.disarm()
+        if self.head_size > MAX_HEADER_BYTES:
+            return self.too_large()
+        super().on_headers_complete()
+
+    def on_body(self, body):
+        if not self.refused:
+            super().on_body(body)
+
+    def on_message_complete(self):
+        if not self.refused:
+            super().on_message_complete()
+
+    def send_400_response(self, msg):
+        self.disarm()
+        self.refuse(BadRequest(f"Malformed HTTP request: {msg}"))
+
+    def refuse(self, error):
+        method, path = waitress_server.requested(self.head)
+        shaping = [
+            (name.decode("latin-1"), value.decode("latin-1"))
+            for name, value in self.headers or ()
+            if name.decode("latin-1").upper().replace("-", "_") in waitress_server.SHAPING_HEADERS
+        ]
+        status, headers, body = waitress_server.refusal(self.flask, error, method, path, shaping)
+        head = [f"HTTP/1.1 {status}", *(f"{name}: {value}" for name, value in headers), "connection: close"]
+        self.transport.write("\r\n".join(head).encode("latin-1") + b"\r\n\r\n" + body)
+        self.transport.close()
+
+
 def make_server(app, realtime, host, port, threads, stop, sockets=None):
     waitress_server._allow_open_files(MAX_SOCKETS)
     # uvicorn logs each socket's request line, ?apikey= and all, at INFO: a service_role key would be
@@ -104,7 +206,7 @@ def make_server(app, realtime, host, port, threads, stop, sockets=None):
         host=host or "127.0.0.1",
         port=port or 0,
         loop="asyncio",
-        http="httptools",
+        http=type("Protocol", (Protocol,), {"flask": app}),
         ws="websockets-sansio",
         ws_max_size=app.config["REALTIME_MAX_MESSAGE"],
         ws_per_message_deflate=False,  # a compressor per socket costs memory; the frames are small

@@ -31,6 +31,7 @@ from waitress.parser import HTTPRequestParser
 from waitress.server import TcpWSGIServer
 from waitress.task import WSGITask
 from werkzeug.exceptions import BadRequest, RequestEntityTooLarge, RequestHeaderFieldsTooLarge
+from werkzeug.test import EnvironBuilder
 
 from errors import REFUSED_BY_SERVER
 
@@ -94,6 +95,24 @@ class Refusal(WSGITask):
         environ = super().get_environment()
         environ[REFUSED_BY_SERVER] = self.channel.server.http_error(request.error, path)
         return environ
+
+
+def refusal(app, error, method, path, headers):
+    """The app's answer to a request a server refused with the HTTP `error` (one of werkzeug's), for
+    a server that writes the answer itself (asgi.Protocol): (status line, headers, body)."""
+    environ = EnvironBuilder(path=path, method=method, headers=headers).get_environ()
+    environ[REFUSED_BY_SERVER] = error
+    answer = {}
+
+    def start_response(status, response_headers, exc_info=None):
+        answer.update(status=status, headers=response_headers)
+
+    chunks = app(environ, start_response)
+    try:
+        body = b"".join(chunks)
+    finally:
+        getattr(chunks, "close", lambda: None)()
+    return answer["status"], answer["headers"], body
 
 
 def requested(start):

@@ -126,6 +126,33 @@ def serve_as_wsgi_py(app, threads=8):
     return running.effective_port, stopped
 
 
+def serve_with_realtime(app, threads=8):
+    """`app` as `python wsgi.py` serves it with Realtime on (runtime.asgi: uvicorn), on a free port:
+    (the port, a function that stops it)."""
+    import threading
+
+    from live.sessions import Realtime
+    from runtime import asgi, workers
+
+    listener = workers.listen("127.0.0.1", 0)
+    stop = threading.Event()
+    running = asgi.make_server(app, Realtime(app), None, None, threads, stop, [listener])
+    thread = threading.Thread(target=asgi.serve, args=(running,), daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not running.started:
+        assert time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.02)
+
+    def stopped():
+        stop.set()
+        thread.join(timeout=15)
+        listener.close()
+        assert not thread.is_alive(), "the server did not stop"
+
+    return listener.getsockname()[1], stopped
+
+
 def stop_waitress(server, thread):
     """Let the worker threads finish their requests, then close every channel from the server's own
     loop thread (closing them from here races with select() and with workers waking the loop)."""

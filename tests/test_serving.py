@@ -5,6 +5,7 @@ without secrets, and WORKERS processes sharing one port."""
 import http.client
 import json
 import logging
+import multiprocessing
 import os
 import random
 import re
@@ -447,54 +448,56 @@ def test_without_trusted_proxies_a_forged_forwarded_for_does_not_change_the_buck
 SLOW_CLIENTS = 1100  # past the server's CONNECTION_LIMIT (1000), where waitress stopped accepting
 TRICKLE_SECONDS = 2.0  # each slow client sends one byte of its headers this often
 ATTACK_SECONDS = 14  # past HEADER_SECONDS + CLEANUP_INTERVAL: the first clients must be gone by then
-ANSWER_SECONDS = 2.0  # what /health may take under the attack
+ANSWER_SECONDS = 3.0  # what /health may take under the attack (measured: 1.8 s at most, on busy cores)
 
 
 class Slowloris:
     """SLOW_CLIENTS connections to 127.0.0.1:`port`, each sending one byte of an endless header every
-    TRICKLE_SECONDS and opening again when the server closes it (slowloris), in a thread of its own.
-    `held` is how long the server kept each connection it closed; `opened_at` when each still open
-    one was opened."""
+    TRICKLE_SECONDS and opening again when the server closes it (slowloris), from a process of its
+    own (in this one it would starve the test's own requests of the interpreter). On leaving:
+    `held`, how long the server kept each connection it closed, and `oldest`, how long the oldest
+    still open had been."""
 
     HEAD = b"GET /health HTTP/1.1\r\nHost: x\r\nX-Padding: " + b"a" * 100_000
 
     def __init__(self, port, count=SLOW_CLIENTS):
         self.port, self.count = port, count
-        self.held, self.open = [], {}  # fd -> [socket, bytes sent, when to send next, when opened]
-        self.poller = select.poll()
-        self.stopping = threading.Event()
-        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.results, self.sender = multiprocessing.get_context("fork").Pipe(duplex=False)
+        self.stopping = multiprocessing.get_context("fork").Event()
+        self.process = multiprocessing.get_context("fork").Process(target=self.run, daemon=True)
 
     def __enter__(self):
-        for _ in range(self.count):
-            self.connect()
-        self.thread.start()
+        self.process.start()
         return self
 
     def __exit__(self, *exc):
         self.stopping.set()
-        self.thread.join(timeout=10)
-        for sock, *_ in self.open.values():
-            sock.close()
-
-    def connect(self):
-        sock = socket.socket()
-        sock.setblocking(False)
-        sock.connect_ex(("127.0.0.1", self.port))
-        now = time.monotonic()
-        self.open[sock.fileno()] = [sock, 0, now + random.uniform(0, TRICKLE_SECONDS), now]
-        self.poller.register(sock, select.POLLIN)
+        assert self.results.poll(20), "the attack did not report"
+        self.held, self.oldest = self.results.recv()
+        self.process.join(timeout=10)
 
     def run(self):
-        while not self.stopping.is_set():
-            for fd, _ in self.poller.poll(50):  # the server closed it (or refused it): open another
-                sock, _, _, opened = self.open.pop(fd)
-                self.poller.unregister(fd)
-                sock.close()
-                self.held.append(time.monotonic() - opened)
-                self.connect()
+        poller, open_, held = select.poll(), {}, []  # fd -> [socket, bytes sent, next send, opened]
+
+        def connect():
+            sock = socket.socket()
+            sock.setblocking(False)
+            sock.connect_ex(("127.0.0.1", self.port))
             now = time.monotonic()
-            for entry in list(self.open.values()):
+            open_[sock.fileno()] = [sock, 0, now + random.uniform(0, TRICKLE_SECONDS), now]
+            poller.register(sock, select.POLLIN)
+
+        for _ in range(self.count):
+            connect()
+        while not self.stopping.is_set():
+            for fd, _ in poller.poll(50):  # the server closed it (or refused it): open another
+                sock, _, _, opened = open_.pop(fd)
+                poller.unregister(fd)
+                sock.close()
+                held.append(time.monotonic() - opened)
+                connect()
+            now = time.monotonic()
+            for entry in list(open_.values()):
                 sock, sent, due, _ = entry
                 if due <= now:
                     entry[2] = now + TRICKLE_SECONDS
@@ -502,11 +505,10 @@ class Slowloris:
                         entry[1] += sock.send(self.HEAD[sent : sent + 1])
                     except OSError:
                         pass  # not connected yet, or closed: poll says which
-
-    def oldest(self):
-        """Seconds the longest-held connection still open has been open."""
         now = time.monotonic()
-        return max((now - opened for *_, opened in list(self.open.values())), default=0)
+        self.sender.send((held, max((now - opened for *_, opened in open_.values()), default=0)))
+        for sock, *_ in open_.values():
+            sock.close()
 
 
 def enough_open_files(needed=SLOW_CLIENTS + 500):
@@ -532,22 +534,24 @@ def answers_under_attack(base, seconds):
     return answers
 
 
-def test_slow_clients_past_the_connection_limit_leave_health_answered(start):
-    """1,100 slowloris clients against `python wsgi.py`: waitress stopped accepting at its 1,000
-    connections, and each client's trickle kept its own connection from timing out: /health went
-    unanswered for as long as the attack lasted. Now the longest-waiting are closed to make room,
-    and none is held past HEADER_SECONDS (checked every CLEANUP_INTERVAL)."""
+@pytest.mark.parametrize("realtime", ["off", "on"])
+def test_slow_clients_past_the_connection_limit_leave_health_answered(start, realtime):
+    """1,100 slowloris clients against `python wsgi.py`. waitress (REALTIME=off) stopped accepting at
+    its 1,000 connections, and each client's trickle kept its own connection from timing out:
+    /health went unanswered for as long as the attack lasted; now the longest-waiting are closed to
+    make room. uvicorn (Realtime on) has no connection limit but had no header timeout either: each
+    slow client was held for ever. On both, none is held past HEADER_SECONDS now."""
     enough_open_files()
-    process, base, _ = start()
+    process, base, _ = start(REALTIME=realtime)
     port = int(base.rsplit(":", 1)[1])
     with Slowloris(port) as attack:
         answers = answers_under_attack(base, ATTACK_SECONDS)
-        oldest = attack.oldest()
+    oldest = attack.oldest
     assert all(status == 200 and took < ANSWER_SECONDS for status, took in answers), answers
-    # the attack did fill the server: it closed connections to make room, well before any was late
-    assert len(attack.held) >= SLOW_CLIENTS - server.CONNECTION_LIMIT, len(attack.held)
+    if realtime == "off":  # the attack did fill waitress: it closed connections to make room
+        assert len(attack.held) >= SLOW_CLIENTS - server.CONNECTION_LIMIT, len(attack.held)
     bound = server.HEADER_SECONDS + server.CLEANUP_INTERVAL + 1
-    assert max(attack.held) < bound and oldest < bound, (max(attack.held), oldest)
+    assert max(attack.held, default=0) < bound and oldest < bound, (max(attack.held, default=0), oldest)
 
 
 def nginx_settings():
@@ -615,7 +619,7 @@ def test_behind_the_documented_nginx_slow_clients_leave_health_answered(start, n
     proxy = nginx(int(base.rsplit(":", 1)[1]))
     with Slowloris(proxy) as attack:
         answers = answers_under_attack(f"http://127.0.0.1:{proxy}", ATTACK_SECONDS)
-        oldest = attack.oldest()
+    oldest = attack.oldest
     assert all(status == 200 and took < ANSWER_SECONDS for status, took in answers), answers
     header_timeout = int(re.search(r"client_header_timeout (\d+)s;", nginx_settings()[0]).group(1))
     assert max(attack.held) < header_timeout + 1 and oldest < header_timeout + 1, (max(attack.held), oldest)
