@@ -1,8 +1,12 @@
 """The auth API's rate limits, per client IP; X-Forwarded-For only behind a configured proxy."""
 
-import pytest
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
-from support import Api, assert_auth_error
+import pytest
+import requests
+
+from support import Api, assert_auth_error, serve_app
 
 
 @pytest.fixture
@@ -102,3 +106,92 @@ def test_password_changes_are_limited_per_user(limited):
     # other changes go on
     response = limited.put("/auth/v1/user", token=session["access_token"], json={"first_name": "Ann"})
     assert response.status_code == 200
+
+
+BURST = 50
+
+
+def burst_of_wrong_passwords(bases, anon_key):
+    """BURST wrong passwords for one (IP, email), released together over real HTTP connections
+    spread over `bases` (instances); each answer's (status, error_code)."""
+    barrier = threading.Barrier(BURST)
+    wrong = {"email": "ann@example.com", "password": "wrong-pw"}
+
+    def attempt(n):
+        barrier.wait()
+        url = f"{bases[n % len(bases)]}/auth/v1/token?grant_type=password"
+        response = requests.post(url, json=wrong, headers={"apikey": anon_key}, timeout=60)
+        return response.status_code, response.json().get("error_code")
+
+    with ThreadPoolExecutor(BURST) as pool:
+        return list(pool.map(attempt, range(BURST)))
+
+
+def assert_exactly_the_limit_was_evaluated(answers, bases, anon_key):
+    assert answers.count((400, "invalid_credentials")) == 10, answers
+    assert answers.count((429, "over_request_rate_limit")) == BURST - 10, answers
+    for base in bases:  # the right password after them is refused too, on every instance
+        right = requests.post(
+            f"{base}/auth/v1/token?grant_type=password",
+            json={"email": "ann@example.com", "password": "secret-pw"},
+            headers={"apikey": anon_key},
+            timeout=60,
+        )
+        assert right.status_code == 429 and right.json()["error_code"] == "over_request_rate_limit"
+
+
+def test_a_burst_of_wrong_passwords_gets_exactly_ten_evaluated(make_app, anon_key):
+    """Fifty at once through a real server: the count was checked before bcrypt and added to after,
+    so 16-17 of them were evaluated before the 429. At cost 10 each check takes long enough for
+    the others to pile up behind it."""
+    app = make_app(RATE_LIMITS=True, BCRYPT_ROUNDS=10)
+    Api(app, anon_key).sign_up()
+    base, stop = serve_app(app, threads=16)
+    try:
+        answers = burst_of_wrong_passwords([base], anon_key)
+        assert_exactly_the_limit_was_evaluated(answers, [base], anon_key)
+    finally:
+        stop()
+
+
+@pytest.mark.mysql
+@pytest.mark.parametrize("backend", ["mysql"])
+def test_a_burst_over_two_instances_on_one_database_gets_exactly_ten_evaluated(make_app, anon_key):
+    apps = [make_app(RATE_LIMITS=True, BCRYPT_ROUNDS=10) for _ in range(2)]
+    Api(apps[0], anon_key).sign_up()
+    served = [serve_app(app, threads=16) for app in apps]
+    bases = [base for base, _ in served]
+    try:
+        answers = burst_of_wrong_passwords(bases, anon_key)
+        assert_exactly_the_limit_was_evaluated(answers, bases, anon_key)
+    finally:
+        for _, stop in served:
+            stop()
+
+
+def test_a_right_password_inside_the_limit_is_not_counted(limited):
+    """The attempt is counted before its check and taken back when the password was right: nine
+    failures, then any number of right sign-ins, then one more failure still leaves one to go."""
+    limited.sign_up()
+    for _ in range(9):
+        assert_auth_error(limited.sign_in(password="wrong-pw"), 400, "invalid_credentials")
+    for _ in range(3):
+        assert limited.sign_in().status_code == 200
+    assert_auth_error(limited.sign_in(password="wrong-pw"), 400, "invalid_credentials")
+    assert_auth_error(limited.sign_in(), 429, "over_request_rate_limit")
+
+
+def test_the_lockout_ends_with_its_window_and_a_new_window_counts_from_one(limited, monkeypatch):
+    from auth import tokens
+
+    limited.sign_up()
+    for _ in range(10):
+        assert_auth_error(limited.sign_in(password="wrong-pw"), 400, "invalid_credentials")
+    response = limited.sign_in()
+    assert_auth_error(response, 429, "over_request_rate_limit")
+    assert 0 < int(response.headers["Retry-After"]) <= 15 * 60
+    later = tokens.now() + 15 * 60 + 1
+    monkeypatch.setattr(tokens, "now", lambda: later)
+    for _ in range(10):
+        assert_auth_error(limited.sign_in(password="wrong-pw"), 400, "invalid_credentials")
+    assert_auth_error(limited.sign_in(), 429, "over_request_rate_limit")
