@@ -1,5 +1,6 @@
 """GET /rest/v1/: an OpenAPI 3 description of the exposed tables, as the caller may use them, and
-of the auth endpoints."""
+of the auth endpoints: what each operation answers, its errors included (in the API's error body),
+and which tables are read-only (views, the users table)."""
 
 from datetime import date, datetime, time
 from decimal import Decimal
@@ -41,6 +42,79 @@ AUTH_PATHS = {
         "post": "A link and code for an address, returned not mailed (service_role)"
     },
 }
+ERROR = {"$ref": "#/components/schemas/Error"}
+AUTH_ERROR = {"$ref": "#/components/schemas/AuthError"}
+ERROR_SCHEMAS = {
+    "Error": {
+        "type": "object",
+        "description": "The table API's error body (PostgREST's)",
+        "required": ["message", "code"],
+        "properties": {
+            "message": {"type": "string"},
+            "code": {
+                "oneOf": [{"type": "integer"}, {"type": "string"}],
+                "description": "the HTTP status; for an official SDK (or REST_ERROR_CODES=postgrest) "
+                "PostgREST's code: a SQLSTATE such as 23505, or PGRSTnnn",
+            },
+            "hint": {"type": "string", "nullable": True},
+            "details": {"type": "string", "nullable": True},
+        },
+    },
+    "AuthError": {
+        "type": "object",
+        "description": "The auth API's error body (GoTrue's): `code` is the HTTP status and `error_code` "
+        "the reason; with X-Supabase-Api-Version, `code` is the reason and `msg`/`error_code` are left out",
+        "required": ["code", "message"],
+        "properties": {
+            "code": {"oneOf": [{"type": "integer"}, {"type": "string"}]},
+            "error_code": {"type": "string"},
+            "msg": {"type": "string"},
+            "message": {"type": "string"},
+        },
+    },
+}
+# What each status means on the table API, and which operations answer it.
+REST_ERRORS = {
+    "400": "A query string, body or value that does not parse or convert (the message names the part); "
+    "a PATCH or DELETE without a filter",
+    "401": "No API key or an invalid one; a bad, expired or logged-out access token; the rule refuses anon",
+    "403": "The rule refuses this signed-in user, or a row would get another owner",
+    "406": "`Accept: application/vnd.pgrst.object+json` and not exactly one row, or an Accept not offered",
+    "409": "A unique or foreign-key violation",
+    "413": "A body over 1 MB",
+    "416": "An offset or Range past the rows (`Prefer: count=exact`)",
+    "503": "The database did not answer within DB_TIMEOUT, or a statement ran past STATEMENT_TIMEOUT",
+}
+ERRORS_OF = {
+    "select": ("400", "401", "403", "406", "416", "503"),
+    "insert": ("400", "401", "403", "406", "409", "413", "503"),
+    "update": ("400", "401", "403", "406", "409", "413", "503"),
+    "delete": ("400", "401", "403", "406", "409", "503"),
+    "rpc": ("400", "401", "403", "409", "503"),
+}
+AUTH_ERRORS = {
+    "400": "Bad input, invalid credentials, an invalid or used token or code",
+    "401": "No API key or an invalid one; a missing, bad or expired access token",
+    "422": "Validation refused (a weak password, an address in use, an aal2 session needed, …)",
+    "429": "Over a rate limit (Retry-After says when to come back)",
+    "503": "The database did not answer within DB_TIMEOUT",
+}
+PREFER = {
+    "name": "Prefer",
+    "in": "header",
+    "required": False,
+    "schema": {"type": "string"},
+    "description": "return=representation: the body is the rows written; return=minimal (the default): "
+    "no body",
+}
+
+
+def errors(statuses, meanings=REST_ERRORS, schema=ERROR):
+    """The responses for `statuses`, each with its meaning and the error body's schema."""
+    return {
+        status: {"description": meanings[status], "content": {"application/json": {"schema": schema}}}
+        for status in statuses
+    }
 
 
 def document(who):
@@ -53,7 +127,14 @@ def document(who):
             table = reflection.reflected(name)
         except APIError:
             continue  # listed, but not in the database (yet)
-        schemas[name] = table_schema(table)
+        read_only = "it is a view" if table.info.get("view") else None
+        if policy.read_only:
+            read_only = "users change through /auth/v1"
+        if read_only:  # a write would be a 405 whatever the rules say
+            allowed = {op: rule for op, rule in allowed.items() if op == "select"}
+            if not allowed:
+                continue
+        schemas[name] = table_schema(table, read_only)
         paths[f"/rest/v1/{name}"] = {
             METHODS[op]: _operation(name, op, rule, policy.owner_column) for op, rule in allowed.items()
         }
@@ -62,8 +143,10 @@ def document(who):
             paths[f"/rest/v1/rpc/{function.name}"] = _function(function)
     for path, operations in AUTH_PATHS.items():
         status = "204" if path.endswith("logout") else "200"
+        failures = ("401",) if path.endswith("settings") else tuple(AUTH_ERRORS)
+        responses = {status: {"description": "OK"}, **errors(failures, AUTH_ERRORS, AUTH_ERROR)}
         paths[path] = {
-            method: {"summary": summary, "tags": ["auth"], "responses": {status: {"description": "OK"}}}
+            method: {"summary": summary, "tags": ["auth"], "responses": responses}
             for method, summary in operations.items()
         }
     return {
@@ -72,7 +155,7 @@ def document(who):
         "servers": [{"url": "/"}],
         "paths": paths,
         "components": {
-            "schemas": schemas,
+            "schemas": {**schemas, **ERROR_SCHEMAS},
             "securitySchemes": {
                 "apikey": {"type": "apiKey", "in": "header", "name": "apikey"},
                 "bearer": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"},
@@ -101,9 +184,33 @@ def _operation(name, operation, rule, owner_column):
     spec = {"summary": f"{operation} {name}", "description": description, "tags": [name]}
     if operation in ("insert", "update"):
         spec["requestBody"] = {"content": {"application/json": {"schema": body}}}
-    status = {"select": "200", "insert": "201"}.get(operation, "204")
-    rows = {"type": "array", "items": reference}
-    spec["responses"] = {status: {"description": "OK", "content": {"application/json": {"schema": rows}}}}
+    rows = {"content": {"application/json": {"schema": {"type": "array", "items": reference}}}}
+    if operation == "select":
+        responses = {
+            "200": {"description": "The rows", **rows},
+            "206": {
+                "description": "Part of the rows (`Prefer: count=exact`): Content-Range says which",
+                **rows,
+            },
+        }
+    else:
+        spec["parameters"] = [PREFER]
+        if operation == "insert":
+            responses = {
+                "201": {
+                    "description": "Created. With `Prefer: return=representation` the body is the stored "
+                    "rows; with `return=minimal` (the default) there is no body",
+                    **rows,
+                },
+                "200": {"description": "An upsert that only merged rows (`Prefer: resolution=…`)", **rows},
+            }
+        else:
+            done = "Updated" if operation == "update" else "Deleted"
+            responses = {
+                "204": {"description": f"{done}; no body (`Prefer: return=minimal`, the default)"},
+                "200": {"description": f"{done}: the rows, with `Prefer: return=representation`", **rows},
+            }
+    spec["responses"] = {**responses, **errors(ERRORS_OF[operation])}
     return spec
 
 
@@ -117,6 +224,7 @@ def _function(function):
     result = {"rows": {"type": "array", "items": {"type": "object"}}, "one": {"type": "object"}}
     schema = result.get(function.returns, {})
     responses = {"200": {"description": "OK", "content": {"application/json": {"schema": schema}}}}
+    responses.update(errors(ERRORS_OF["rpc"]))
     spec = {"post": {"summary": summary, "tags": ["rpc"], "responses": responses,
                      "requestBody": {"content": {"application/json": {"schema": body}}}}}  # fmt: skip
     if not function.writes:
@@ -125,7 +233,9 @@ def _function(function):
     return spec
 
 
-def table_schema(table):
+def table_schema(table, read_only=None):
+    """The table's columns as a JSON schema; every one readOnly, and the table marked `x-read-only`
+    with the reason, when the table cannot be written (`read_only`)."""
     keys = {column.key for column in reflection.primary_key(table)}
     properties, required = {}, []
     for column in table.c:
@@ -139,11 +249,15 @@ def table_schema(table):
         length = getattr(column.type, "length", None)
         if prop.get("type") == "string" and isinstance(length, int):
             prop["maxLength"] = length
+        if read_only:
+            prop["readOnly"] = True
         properties[column.key] = prop
         generated = column.server_default is not None or column is table.autoincrement_column
         if not optional and not generated:
             required.append(column.key)
     schema = {"type": "object", "properties": properties}
-    if required:
+    if required and not read_only:
         schema["required"] = required
+    if read_only:
+        schema.update({"description": f"read-only: {read_only}", "x-read-only": True})
     return schema
