@@ -217,6 +217,8 @@ class Feed:
         serves all the same and subscriptions to changes are refused (the log says why)."""
         try:
             self.captured = await self.server.call(capture.install)
+            if not self.captured:
+                return  # no table opts in: nothing to read
             self.floor = await self.server.call(_latest)
         except Exception:
             log.exception("realtime: the change log cannot be read: no Postgres changes are served")

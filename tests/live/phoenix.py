@@ -35,7 +35,7 @@ class Client:
             return {"join_ref": join_ref, "ref": ref, "topic": topic, "event": event, "payload": payload}
         return data
 
-    def until(self, event, timeout=5):
+    def until(self, event, timeout=15):
         deadline = time.monotonic() + timeout
         while True:
             message = self.recv(max(0.01, deadline - time.monotonic()))

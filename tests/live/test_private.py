@@ -113,7 +113,7 @@ def test_a_private_channel_policy_the_database_refuses_stops_the_start(tmp_path,
     env = {"DATABASE_URL": database_url, "JWT_SECRET": SECRET, "TABLES_CONFIG": str(config),
            "PORT": str(free_port()), "PATH": "/usr/bin:/bin"}  # fmt: skip
     command = [sys.executable, "wsgi.py"]
-    done = subprocess.run(command, cwd=server_root(), env=env, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(command, cwd=server_root(), env=env, capture_output=True, text=True, timeout=180)
     assert done.returncode != 0 and "[realtime.policies]: select does not compile" in done.stderr
 
 
