@@ -4,7 +4,7 @@
 import { createClient } from '@supabase/supabase-js'
 import WebSocket from 'ws' // Node 20 has no WebSocket of its own; supabase-js's Realtime wants one
 
-const { MINIBASE_URL: url, ANON_KEY: anon, VSN: vsn } = process.env
+const { MINIBASE_URL: url, ANON_KEY: anon, VSN: vsn } = process.env // and SERVICE_KEY
 const client = createClient(url, anon, { realtime: { transport: WebSocket, vsn }, auth: { persistSession: false } })
 const out = { all: [], room2: [] }
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
@@ -36,5 +36,25 @@ out.refused = await new Promise((resolve) =>
   refused.subscribe((status, error) => (status === 'SUBSCRIBED' || status === 'CHANNEL_ERROR') && resolve([status, error?.message ?? null]))
 )
 await client.removeAllChannels()
+
+// A signed-in client: the SDK sends its access token with the join, and the owner rule holds.
+const ann = createClient(url, anon, { realtime: { transport: WebSocket, vsn }, auth: { persistSession: false } })
+await ann.auth.signUp({ email: `ann-${vsn}@example.com`, password: 'secret-pw' })
+out.notes = []
+const notes = ann.channel('my-notes').on('postgres_changes', { event: 'INSERT', schema: 'public', table: 'notes' }, (p) =>
+  out.notes.push(p.new.body)
+)
+out.notesStatus = await new Promise((resolve) =>
+  notes.subscribe((status, error) => (status === 'SUBSCRIBED' || status === 'CHANNEL_ERROR') && resolve([status, error?.message ?? null]))
+)
+const admin = createClient(url, process.env.SERVICE_KEY, {
+  realtime: { transport: WebSocket },
+  auth: { persistSession: false, autoRefreshToken: false },
+})
+out.otherInsert = (await admin.from('notes').insert({ user_id: 999, body: 'not hers' })).status
+await ann.from('notes').insert({ body: 'hers' })
+await until(() => out.notes.length >= 1)
+await sleep(300)
+await ann.removeAllChannels()
 console.log(JSON.stringify(out))
 process.exit(0)

@@ -78,6 +78,12 @@ realtime = true
 
 [tables.plain]
 select = "anon"
+
+[tables.notes]
+select = "owner"
+insert = "owner"
+owner_column = "user_id"
+realtime = true
 """
 
 
@@ -89,6 +95,7 @@ def changes_server(start_server, database_url):
             sa.text("CREATE TABLE messages (id INTEGER PRIMARY KEY AUTOINCREMENT, room INTEGER, body TEXT)")
         )
         connection.execute(sa.text("CREATE TABLE plain (id INTEGER PRIMARY KEY, body TEXT)"))
+        connection.execute(sa.text("CREATE TABLE notes (id INTEGER PRIMARY KEY, user_id INTEGER, body TEXT)"))
     engine.dispose()
     return start_server(CHANGES)
 
@@ -96,7 +103,13 @@ def changes_server(start_server, database_url):
 @pytest.mark.parametrize("vsn", ["1.0.0", "2.0.0"])
 def test_supabase_js_postgres_changes(node_modules, changes_server, vsn):
     server = changes_server
-    env = {**os.environ, "MINIBASE_URL": server.base, "ANON_KEY": server.anon, "VSN": vsn}
+    env = {
+        **os.environ,
+        "MINIBASE_URL": server.base,
+        "ANON_KEY": server.anon,
+        "SERVICE_KEY": server.service,
+        "VSN": vsn,
+    }
     done = subprocess.run(
         ["node", "realtime_changes.mjs"],
         cwd=node_modules.parent,
@@ -122,6 +135,8 @@ def test_supabase_js_postgres_changes(node_modules, changes_server, vsn):
     ]
     assert out["room2"] == ["two"]
     assert out["refused"][0] == "CHANNEL_ERROR" and "Unable to subscribe" in out["refused"][1]
+    assert out["otherInsert"] == 201  # another owner's note, written first: never told to ann
+    assert out["notesStatus"] == ["SUBSCRIBED", None] and out["notes"] == ["hers"]
 
 
 def test_supabase_py_postgres_changes(changes_server):
