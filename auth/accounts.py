@@ -9,7 +9,7 @@ from datetime import timedelta
 
 from limits import parse as parse_limit
 from sqlalchemy import delete, insert, select, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from auth import identity, sessions, tokens
 from auth.passwords import (
@@ -25,7 +25,7 @@ from auth.passwords import (
 from auth.users import is_banned, load_user, user_object
 from config import setting
 from database import transactions
-from database.transactions import CommitAndRaise, transactional
+from database.transactions import CommitAndRaise, error_code, transactional
 from errors import (
     APIError,
     Auth,
@@ -135,11 +135,25 @@ def create_user(email, password, data, hashed=None):
     }
     try:
         user_id = db.session.execute(insert(users).values(values)).inserted_primary_key[0]
-    except IntegrityError:
+    except DBAPIError as exc:
+        refuse_a_broken_rule(exc)
+        if not isinstance(exc, IntegrityError):
+            raise
         raise user_already_exists() from None
     profile = {"user_id": user_id, "about": about, "extra": extra or None, "updated_at": now}
     upsert(Profile.__table__, profile, ["user_id"])
     return user_id
+
+
+CHECK_VIOLATIONS = (3819, 4025)  # MySQL, MariaDB: a CHECK constraint refused the row
+
+
+def refuse_a_broken_rule(exc):
+    """A 400 when a CHECK of the users table (a rule of the application that owns it) refused the
+    values: the client's doing, not a taken address (SQLite's IntegrityError) nor a database that
+    is down (MariaDB's 4025 is an OperationalError)."""
+    if error_code(exc) in CHECK_VIOLATIONS or "CHECK constraint failed" in str(getattr(exc, "orig", "")):
+        raise validation_failed("A value breaks a rule of the users table") from None
 
 
 def set_password_hash(user_id, hashed):
@@ -382,7 +396,10 @@ def change_user(user_id, fields, keep_session=None):
     if columns:
         try:
             db.session.execute(update(users).where(users.c.user_id == user_id).values(columns))
-        except IntegrityError:
+        except DBAPIError as exc:
+            refuse_a_broken_rule(exc)
+            if not isinstance(exc, IntegrityError):
+                raise
             raise email_exists() from None
     profile = {"user_id": user_id, "updated_at": tokens.utcnow()}
     if "about" in fields or "about" in data:

@@ -132,3 +132,36 @@ def test_the_largest_finite_numbers_are_still_stored(api):
     user = api.get("/auth/v1/user", token=session["access_token"]).json
     assert user["user_metadata"]["big"] == 1.7976931348623157e308
     assert user["user_metadata"]["small"] == 0 and user["user_metadata"]["whole"] == 10**30
+
+
+# A users table with a rule of the application's own: a CHECK on the username.
+CHECKED_MEMBERS = {
+    "sqlite": "CREATE TABLE members (user_id INTEGER PRIMARY KEY AUTOINCREMENT, email VARCHAR(255) NOT NULL "
+    "UNIQUE, password VARCHAR(255) NOT NULL, username VARCHAR(50) CHECK (length(username) >= 3), "
+    "first_name VARCHAR(50), last_name VARCHAR(50), active SMALLINT NOT NULL DEFAULT 1, "
+    "joined DATETIME NOT NULL DEFAULT CURRENT_TIMESTAMP)",
+    "mysql": "CREATE TABLE members (user_id INT NOT NULL AUTO_INCREMENT PRIMARY KEY, email VARCHAR(255) "
+    "NOT NULL UNIQUE, password VARCHAR(255) NOT NULL, "
+    "username VARCHAR(50) CHECK (char_length(username) >= 3), "
+    "first_name VARCHAR(50), last_name VARCHAR(50), active SMALLINT NOT NULL DEFAULT 1, "
+    "joined DATETIME NOT NULL DEFAULT CURRENT_TIMESTAMP) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
+}
+
+
+def test_a_value_the_users_tables_own_check_refuses_is_a_400(make_app, database_url, backend, anon_key):
+    """It was a 503 "database not answering" on MariaDB (error 4025) and a 422 user_already_exists on
+    SQLite (an IntegrityError taken for a taken address)."""
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(database_url)
+    with engine.begin() as connection:
+        connection.execute(sa.text(CHECKED_MEMBERS[backend]))
+    engine.dispose()
+    api = Api(make_app(USERS_TABLE="members"), anon_key)
+    body = {"email": "ab@example.com", "password": "secret-pw", "data": {"username": "ab"}}
+    assert_auth_error(api.post("/auth/v1/signup", json=body), 400, "validation_failed")
+    assert_auth_error(api.sign_in("ab@example.com"), 400, "invalid_credentials")
+    session = api.sign_up(username="abc")
+    refused = api.put("/auth/v1/user", token=session["access_token"], json={"username": "x"})
+    assert_auth_error(refused, 400, "validation_failed")
+    assert api.get("/auth/v1/user", token=session["access_token"]).json["user_metadata"]["username"] == "abc"
