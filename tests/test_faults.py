@@ -17,7 +17,7 @@ import requests
 import sqlalchemy as sa
 
 from extensions import db, state
-from support import Api, free_port, serve_as_wsgi_py
+from support import Api, free_port, serve_as_wsgi_py, serve_with_realtime
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -278,8 +278,9 @@ MARGIN = 1.0  # seconds past DB_TIMEOUT a 503 may take: the request's own work, 
 
 @pytest.mark.mysql
 @pytest.mark.parametrize("backend", ["mysql"])
+@pytest.mark.parametrize("served_by", ["waitress", "uvicorn"])
 def test_a_frozen_database_ends_every_request_within_db_timeout_in_all(
-    make_app, anon_key, mariadb_server, database_url, tmp_path
+    make_app, anon_key, mariadb_server, database_url, tmp_path, served_by
 ):
     """mariadbd frozen (SIGSTOP) under reads, writes and sign-ins already in flight, over a real
     server whose pools hold connections made before the freeze: each request's waits on the
@@ -296,7 +297,8 @@ def test_a_frozen_database_ends_every_request_within_db_timeout_in_all(
     config.write_text('[tables.notes]\nselect = "anon"\ninsert = "anon"\n')
     # bcrypt at cost 12 takes ~0.25 s: a sign-in sent just before the freeze is in flight through it.
     app = make_app(DB_TIMEOUT=FROZEN_DB_TIMEOUT, TABLES_CONFIG=str(config), BCRYPT_ROUNDS=12)
-    port, stop = serve_as_wsgi_py(app, threads=12)
+    serve = serve_as_wsgi_py if served_by == "waitress" else serve_with_realtime
+    port, stop = serve(app, threads=12)
     base, headers = f"http://127.0.0.1:{port}", {"apikey": anon_key}
     credentials = {"email": "ann@example.com", "password": "secret-pw"}
     assert requests.post(f"{base}/auth/v1/signup", json=credentials, headers=headers, timeout=30).ok
