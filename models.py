@@ -42,6 +42,8 @@ SERVICE_TABLES = (
     "minibase_storage_buckets",
     "minibase_storage_objects",
     "minibase_realtime_changes",
+    "minibase_audit_log",
+    "minibase_dashboard_sessions",
     "minibase_alembic_version",
 )
 USER_COLUMNS = (
@@ -223,6 +225,40 @@ class FailedSignIn(db.Model):
     key: Mapped[str] = mapped_column(String(64), primary_key=True)
     window_start = mapped_column(DateTime, nullable=False, index=True)
     failures: Mapped[int] = mapped_column(Integer, nullable=False)
+
+
+class AuditEntry(db.Model):
+    """One auth event or dashboard action: who (`actor`, and their user id when they are a user), what
+    (`action` on `target`), from where (`ip`), through which door (`via`: auth, admin, dashboard, cli)."""
+
+    __tablename__ = "minibase_audit_log"
+
+    id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+    )
+    created_at = mapped_column(DateTime, nullable=False, index=True)
+    actor: Mapped[str] = mapped_column(String(255), nullable=False)
+    actor_id: Mapped[int | None] = mapped_column(Integer)
+    action: Mapped[str] = mapped_column(String(64), nullable=False)
+    target: Mapped[str | None] = mapped_column(String(512))
+    ip: Mapped[str] = mapped_column(String(64), nullable=False)
+    via: Mapped[str] = mapped_column(String(16), nullable=False)
+    details: Mapped[dict | None] = mapped_column(JSON)
+
+
+class DashboardSession(db.Model):
+    """A dashboard sign-in: the cookie's token (as a hash), the auth session it rides on (ended with
+    it), its CSRF token, and whether the second factor, when the admin has one, was given."""
+
+    __tablename__ = "minibase_dashboard_sessions"
+
+    token_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    session_id: Mapped[str] = mapped_column(String(36), nullable=False, index=True)
+    user_id: Mapped[int] = mapped_column(Integer, nullable=False)
+    csrf: Mapped[str] = mapped_column(String(64), nullable=False)
+    verified: Mapped[bool] = mapped_column(Boolean, nullable=False)
+    created_at = mapped_column(DateTime, nullable=False)
+    expires_at = mapped_column(DateTime, nullable=False)
 
 
 class StorageBucket(db.Model):

@@ -11,7 +11,7 @@ from limits import parse as parse_limit
 from sqlalchemy import delete, insert, select, update
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
-from auth import identity, sessions, tokens
+from auth import audit, identity, sessions, tokens
 from auth.passwords import (
     MIN_LENGTH,
     dummy_hash,
@@ -218,6 +218,7 @@ class FailedSignIns:
 
     def __init__(self, email, found, ip):
         account = f"user:{found.user_id}" if found is not None else f"email:{email}"
+        self.email, self.user_id = email, found.user_id if found is not None else None
         self.key = hashlib.sha256(f"{ip}|{account}".encode()).hexdigest()
         self.enabled = setting("RATE_LIMITS")
         self.window = timedelta(seconds=FAILED_SIGN_INS.get_expiry())
@@ -264,6 +265,14 @@ class FailedSignIns:
         db.session.execute(
             delete(FailedSignIn).where(FailedSignIn.window_start <= tokens.utcnow() - self.window)
         )
+
+    def exhausted(self):
+        """Whether the failures counted so far use up the allowance: the next attempt is refused (a
+        failure that makes it so starts a lockout)."""
+        if not self.enabled:
+            return False
+        counted = select(FailedSignIn.failures).where(FailedSignIn.key == self.key)
+        return db.session.execute(counted).scalar() == FAILED_SIGN_INS.amount
 
 
 def too_many(message, reset):
@@ -315,7 +324,13 @@ def _reserve_attempt(email, ip):
 
 def _finish_sign_in(found, failures, right, password):
     if not right:
-        raise invalid_credentials()  # the attempt stays counted
+        # The attempt stays counted; its entries in the audit log are kept, the request refused.
+        email, user_id = failures.email, failures.user_id
+        audit.record("sign_in_failed", email, actor=email, actor_id=user_id)
+        if failures.exhausted():
+            details = {"failures": FAILED_SIGN_INS.amount}
+            audit.record("lockout", email, details, actor=email, actor_id=user_id)
+        raise CommitAndRaise(invalid_credentials())
     failures.release()
     if not found.active:
         raise CommitAndRaise(user_inactive())
@@ -409,6 +424,7 @@ def change_user(user_id, fields, keep_session=None):
     upsert(Profile.__table__, profile, ["user_id"])
     if "password" in fields:
         sessions.end(Session.user_id == user_id, Session.id != keep_session)
+        audit.record("password_change", audit.user_target(user_id, columns.get("email")))
 
 
 def locked_profile_value(user_id, column):
@@ -443,3 +459,4 @@ def set_active(user_id, active):
     db.session.execute(update(users).where(users.c.user_id == user_id).values(active=1 if active else 0))
     if not active:
         sessions.end(Session.user_id == user_id)
+    audit.record("user_activated" if active else "user_deactivated", audit.user_target(user_id))

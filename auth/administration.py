@@ -1,12 +1,12 @@
 """The administrator's work on users (the service_role key): GoTrue's /admin/users. Each write is one
 transaction."""
 
-from sqlalchemy import delete, func, or_, select
+from sqlalchemy import delete, func, or_, select, true
 from sqlalchemy.exc import IntegrityError
 
-from auth import sessions, tokens
+from auth import audit, sessions, tokens
 from auth.accounts import change_user, create_user, locked_profile_value, merged, set_active
-from auth.users import factors_of, identities_of, load_user, user_object, user_query
+from auth.users import factors_of, identities_of, load_user, timestamp, user_object, user_query
 from database.transactions import transactional
 from errors import APIError, Auth, user_not_found
 from extensions import db
@@ -31,18 +31,50 @@ def admin_get_user(user_id):
     return user_object(row)
 
 
-def admin_list_users(page, per_page):
-    """One page of users, newest first as GoTrue lists them, and how many there are in all."""
+USER_ORDERS = ("newest", "oldest", "email", "last_sign_in")
+
+
+def admin_list_users(page, per_page, email="", order="newest"):
+    """One page of users, newest first as GoTrue lists them (or in another of USER_ORDERS), whose
+    address contains `email` (any case), and how many match in all."""
     users = users_table()
-    total = db.session.execute(select(func.count()).select_from(users)).scalar()
+    condition = true()
+    if email:
+        escaped = email.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        condition = func.lower(users.c.email).like(f"%{escaped}%", escape="\\")
+    by = {
+        "newest": [users.c.user_id.desc()],
+        "oldest": [users.c.user_id.asc()],
+        "email": [users.c.email.asc(), users.c.user_id.asc()],
+        "last_sign_in": [
+            Profile.last_sign_in_at.is_(None),
+            Profile.last_sign_in_at.desc(),
+            users.c.user_id.desc(),
+        ],
+    }[order]
+    total = db.session.execute(select(func.count()).select_from(users).where(condition)).scalar()
     rows = db.session.execute(
-        user_query().order_by(users.c.user_id.desc()).limit(per_page).offset((page - 1) * per_page)
+        user_query().where(condition).order_by(*by).limit(per_page).offset((page - 1) * per_page)
     ).all()
     ids = [row.user_id for row in rows]
     factors, linked = factors_of(ids), identities_of(ids)  # one query each for the page, not per user
     return [
         user_object(row, factors.get(row.user_id, []), linked.get(row.user_id, [])) for row in rows
     ], total
+
+
+def admin_list_sessions(user_id):
+    """The user's sessions, newest first: id, when started and last refreshed, and their level."""
+    query = select(Session).where(Session.user_id == user_id).order_by(Session.created_at.desc())
+    return [
+        {
+            "id": row.id,
+            "created_at": timestamp(row.created_at),
+            "refreshed_at": timestamp(row.refreshed_at),
+            "aal": row.aal or "aal1",
+        }
+        for row in db.session.execute(query).scalars()
+    ]
 
 
 @transactional
@@ -96,9 +128,14 @@ def _administer(user_id, fields):
         profile["banned_until"] = None if duration is None else tokens.utcnow() + duration
         if duration is not None:
             sessions.end(Session.user_id == user_id)
+            until = profile["banned_until"].strftime("%Y-%m-%dT%H:%M:%SZ")
+            audit.record("ban", audit.user_target(user_id), {"until": until})
+        else:
+            audit.record("unban", audit.user_target(user_id))
     if fields.get("app_metadata"):
         stored = locked_profile_value(user_id, Profile.app_metadata)
         profile["app_metadata"] = merged(stored, fields["app_metadata"])
+        audit.record("app_metadata_change", audit.user_target(user_id), {"set": fields["app_metadata"]})
     upsert(Profile.__table__, profile, ["user_id"])
 
 
@@ -107,9 +144,10 @@ def admin_delete_user(user_id):
     """Delete the user's row, profile and sessions, and what else is theirs: factors, identities,
     pending codes and flows. Left behind, an identity would keep signing in to a user that is gone
     (and, were the id ever used again, to a stranger)."""
-    admin_get_user(user_id)
+    email = admin_get_user(user_id)["email"]
     users = users_table()
     sessions.end(Session.user_id == user_id)
+    audit.record("user_deleted", audit.user_target(user_id, email))
     factors = select(Factor.id).where(Factor.user_id == user_id)
     db.session.execute(delete(Challenge).where(Challenge.factor_id.in_(factors)))
     for model in (Factor, Identity, OneTimeToken, Profile):

@@ -15,7 +15,7 @@ import pyotp
 import segno
 from sqlalchemy import delete, func, select, update
 
-from auth import encryption, sessions, tokens
+from auth import audit, encryption, sessions, tokens
 from auth.users import factor_object, load_user
 from config import setting
 from database.transactions import CommitAndRaise, transactional
@@ -99,6 +99,7 @@ def enroll(who, factor_type, friendly_name, issuer):
     )
     factor.secret = encryption.seal(secret, factor.id)
     db.session.add(factor)
+    audit.record("factor_enrolled", audit.user_target(who.user_id), {"factor_id": factor.id})
     return {
         "id": factor.id,
         "type": TOTP,
@@ -177,6 +178,7 @@ def verify(who, factor_id, challenge_id, code, ip):
     found.verified_at = tokens.utcnow()
     if factor.status != VERIFIED:
         factor.status, factor.updated_at = VERIFIED, tokens.utcnow()
+        audit.record("factor_verified", audit.user_target(who.user_id), {"factor_id": factor.id})
         # GoTrue drops the user's other unverified factors of the type once one is verified.
         db.session.execute(
             delete(Factor).where(
@@ -229,6 +231,7 @@ def unenroll(who, factor_id):
 def _remove(factor):
     sessions.step_down(factor.id)
     db.session.delete(factor)
+    audit.record("factor_removed", audit.user_target(factor.user_id), {"factor_id": factor.id})
     return {"id": factor.id}
 
 

@@ -7,7 +7,7 @@ from datetime import UTC
 
 from sqlalchemy import delete, or_, select, update
 
-from auth import tokens
+from auth import audit, tokens
 from auth.users import is_banned, load_user, user_object
 from config import setting
 from database.transactions import CommitAndRaise, transactional
@@ -61,7 +61,10 @@ def start(user_id, method=None):
         ["user_id"],
     )
     session, refresh = _open(user_id, method)
-    return session_object(load_user(user_id), session, refresh)
+    row = load_user(user_id)
+    where = audit.user_target(user_id, row.email)
+    audit.record("sign_in", where, {"method": method or "password"}, actor=row.email, actor_id=user_id)
+    return session_object(row, session, refresh)
 
 
 def session_object(row, session, refresh):

@@ -3,10 +3,17 @@
 from flask import Blueprint, request
 from werkzeug.routing import BaseConverter
 
-from auth import administration, emails, mfa
+from auth import administration, audit, emails, mfa
 from blueprints.gateway import require_service_role
 from blueprints.responses import string_id_for_sdks
-from blueprints.schemas import AdminCreateSchema, AdminUserSchema, GenerateLinkSchema, PageSchema, load
+from blueprints.schemas import (
+    AdminCreateSchema,
+    AdminUserSchema,
+    AuditPageSchema,
+    GenerateLinkSchema,
+    PageSchema,
+    load,
+)
 
 bp = Blueprint("admin", __name__, url_prefix="/auth/v1/admin")
 
@@ -34,6 +41,7 @@ create_schema = AdminCreateSchema()
 update_schema = AdminUserSchema()
 page_schema = PageSchema()
 link_schema = GenerateLinkSchema()
+audit_schema = AuditPageSchema()
 
 
 bp.before_request(require_service_role)
@@ -45,6 +53,17 @@ def list_users():
     users, total = administration.admin_list_users(page["page"], page["per_page"])
     body = {"users": [string_id_for_sdks(user) for user in users], "aud": "authenticated"}
     return body, {"X-Total-Count": str(total), "Link": pages_link(page["page"], page["per_page"], total)}
+
+
+@bp.get("/audit")
+def audit_log():
+    """The audit log, newest first: `q` finds entries whose actor, action, target or IP contains it."""
+    page = load(audit_schema, request.args.to_dict())
+    entries, total = audit.entries(page["page"], page["per_page"], page["q"])
+    return {"entries": entries}, {
+        "X-Total-Count": str(total),
+        "Link": pages_link(page["page"], page["per_page"], total),
+    }
 
 
 def pages_link(page, per_page, total):

@@ -12,11 +12,12 @@ from urllib.parse import parse_qsl, urlencode
 from flask import current_app, g, request
 from sqlalchemy.exc import DBAPIError
 
-from auth import tokens
+from auth import audit, tokens
 from auth.identity import Identity, identify
 from blueprints import responses
 from database import transactions
 from errors import REFUSED_BY_SERVER, APIError, Auth, Rest, Storage, bad_jwt, no_authorization, storage_error
+from extensions import client_ip
 
 PROTECTED_PREFIXES = ("/auth/v1", "/rest/v1", "/storage/v1", "/realtime/v1")
 # Reached by a browser from a link in a mail or a provider's redirect, which cannot add a header:
@@ -53,9 +54,17 @@ def before():
     too), a preflight is answered, the key checked."""
     g.started = time.perf_counter()
     transactions.bound_waits(current_app.config["DB_TIMEOUT"])
+    audit.begin(client_ip(), door(request.path))
     if (refused := request.environ.get(REFUSED_BY_SERVER)) is not None:
         raise refused  # the server could not read the request (runtime.server.Refusal)
     return answer_preflight() or require_api_key()
+
+
+def door(path):
+    """Which door of the audit log a request comes through."""
+    if path.startswith("/dashboard"):
+        return audit.DASHBOARD
+    return audit.ADMIN if path.startswith("/auth/v1/admin") else audit.AUTH
 
 
 def after(response):
@@ -122,6 +131,10 @@ def identity():
         try:
             token = bearer_token()
             g.identity = Identity(g.api_key_role) if token is None else identify(token)
+            if g.identity.user_id is not None:
+                audit.acting(g.identity.user.email, g.identity.user_id)
+            elif g.identity.role == "service_role":
+                audit.acting("service_role")
         except APIError as error:
             if request.path.startswith("/rest/"):
                 raise APIError(401, Rest.BAD_JWT, error.message) from None

@@ -170,6 +170,10 @@ class PageSchema(Schema):
         return {key: value for key, value in data.items() if value != ""}
 
 
+class AuditPageSchema(PageSchema):
+    q = fields.String(load_default="", validate=validate.Length(max=200))
+
+
 def json_body():
     """The request body as a JSON object, or a 400 bad_json."""
     try:

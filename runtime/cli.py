@@ -1,13 +1,20 @@
-"""Command-line administration: `flask --app app keys | create-user | deactivate-user | revoke-sessions`."""
+"""Command-line administration: `flask --app app keys | create-user | deactivate-user | revoke-sessions |
+admin grant|revoke`."""
 
 import click
 from flask import current_app
 from flask.cli import with_appcontext
 
-from auth import accounts, sessions, tokens
+from auth import accounts, administration, audit, sessions, tokens
 from database import transactions
 from errors import APIError
 from models import Session
+
+
+def _from_command_line():
+    """The audit log's actor for what a command does."""
+    audit.begin("local", audit.CLI)
+    audit.acting("cli")
 
 
 def _user_id(email):
@@ -48,6 +55,7 @@ def create_user(email, password, username, first_name, last_name):
 @click.argument("email")
 def deactivate_user(email):
     """Set active=0 and end the user's sessions."""
+    _from_command_line()
     transactions.write(accounts.set_active, _user_id(email), False)
     click.echo(f"deactivated {email}")
 
@@ -61,6 +69,30 @@ def revoke_sessions(email):
     click.echo(f"revoked the sessions of {email}")
 
 
+@click.group("admin")
+def admin():
+    """Who may sign in to the dashboard (/dashboard): app_metadata.role = "admin"."""
+    _from_command_line()
+
+
+@admin.command("grant")
+@with_appcontext
+@click.argument("email")
+def grant(email):
+    """Make a user an administrator of the dashboard."""
+    administration.admin_update_user(_user_id(email), {"app_metadata": {"role": "admin"}})
+    click.echo(f"{email} is an administrator")
+
+
+@admin.command("revoke")
+@with_appcontext
+@click.argument("email")
+def revoke(email):
+    """Take the dashboard away from a user (their open dashboard sessions stop at their next request)."""
+    administration.admin_update_user(_user_id(email), {"app_metadata": {"role": None}})
+    click.echo(f"{email} is no longer an administrator")
+
+
 def register(app):
-    for command in (keys, create_user, deactivate_user, revoke_sessions):
+    for command in (keys, create_user, deactivate_user, revoke_sessions, admin):
         app.cli.add_command(command)
