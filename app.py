@@ -67,7 +67,7 @@ def create_app(test_config=None):
     only_with_origin(app)
     app.extensions["minibase"] = Minibase()
 
-    from blueprints import admin, auth, health, realtime, rest, storage
+    from blueprints import admin, auth, dashboard, health, realtime, rest, storage
 
     app.register_blueprint(health.bp)
     app.register_blueprint(auth.bp)
@@ -75,6 +75,8 @@ def create_app(test_config=None):
     app.register_blueprint(rest.bp)
     app.register_blueprint(storage.bp)
     app.register_blueprint(realtime.bp)
+    if app.config["DASHBOARD"]:
+        app.register_blueprint(dashboard.bp)
     gateway.init_app(app)
     responses.register(app)
     cli.register(app)

@@ -119,6 +119,7 @@ VARIABLES = {
     "REST_ERROR_CODES": ("status", lambda n, v: _choice(n, v, ("status", "postgrest"))),
     "CORS_ORIGINS": ("*", _text),
     "AUTO_MIGRATE": ("true", _boolean),
+    "DASHBOARD": ("on", _boolean),  # /dashboard, the operator's screen (docs/dashboard.md)
     "HOST": ("127.0.0.1", _text),
     "PORT": ("8000", lambda n, v: _integer(n, v, 1)),
     "THREADS": ("8", lambda n, v: _integer(n, v, 1)),

@@ -214,7 +214,8 @@ def node_modules():
         if os.environ.get("CI"):
             pytest.fail("CI must run the SDK and sign-in tests: install node 20 and npm (.ci/run does)")
         pytest.skip("node and npm are not installed")
-    wanted = (JS_DIR / "node_modules" / "@supabase" / "supabase-js", JS_DIR / "node_modules" / "otpauth")
+    modules = JS_DIR / "node_modules"
+    wanted = (modules / "@supabase" / "supabase-js", modules / "otpauth", modules / "axe-core")
     if not all(path.exists() for path in wanted):
         done = subprocess.run(
             ["npm", "ci", "--no-audit", "--no-fund"], cwd=JS_DIR, capture_output=True, text=True, timeout=600

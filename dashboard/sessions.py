@@ -1,0 +1,151 @@
+"""Dashboard sign-ins. An administrator (app_metadata.role = "admin") signs in through the auth API's
+own password sign-in, so that failures count toward its lockout; the session it opens carries the
+dashboard's cookie, whose token is kept only as a hash. Ending that session (sign-out, a ban, "Sign
+out everywhere", a password change) ends the cookie: every request looks both up, and checks again
+that the user is still an active, unbanned administrator, past the second factor if they have one."""
+
+import hashlib
+import hmac
+import secrets
+from dataclasses import dataclass
+from datetime import timedelta
+
+from sqlalchemy import delete, select
+
+from auth import accounts, audit, mfa, sessions, tokens
+from auth.identity import Identity
+from auth.users import is_banned, load_user
+from config import setting
+from database import transactions
+from database.transactions import CommitAndRaise, transactional
+from errors import APIError, Auth, invalid_credentials
+from extensions import db
+from models import DashboardSession, Factor, Session
+
+LIFETIME = timedelta(hours=12)
+ADMIN_ROLE = "admin"
+MAX_TOKEN = 128  # a cookie longer than any token made here is not looked up
+
+
+@dataclass(frozen=True)
+class Admin:
+    """The administrator of one dashboard request."""
+
+    user_id: int
+    email: str
+    session_id: str
+    csrf: str
+    verified: bool  # past the second factor, or has none
+
+
+class NotAdmin(Exception):
+    """The password was right, the user is no administrator."""
+
+
+def is_admin(app_metadata):
+    return isinstance(app_metadata, dict) and app_metadata.get("role") == ADMIN_ROLE
+
+
+def _hash(token):
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def sign_in(email, password, ip):
+    """(cookie token, whether a code is still asked for) for an administrator's right password. Any
+    other answer is the auth API's: a wrong password is counted toward its lockout; a user who is no
+    administrator gets the wrong password's answer, and nothing of the sign-in is kept."""
+    try:
+        return transactions.write(_sign_in, email, password, ip)
+    except NotAdmin:
+        transactions.write(audit.record, "dashboard_refused", email, {"reason": "not an admin"}, email)
+        raise invalid_credentials() from None
+
+
+def _sign_in(email, password, ip):
+    session = accounts.sign_in(email, password, ip)
+    if not is_admin(session["user"]["app_metadata"]):
+        raise NotAdmin
+    claims = tokens.decode_access_token(session["access_token"], setting("JWT_SECRET"))
+    user_id = tokens.user_id_of(claims["sub"])
+    now = tokens.utcnow()
+    db.session.execute(delete(DashboardSession).where(DashboardSession.expires_at < now))
+    token = secrets.token_urlsafe(32)
+    needs_code = bool(_verified_factors(user_id))
+    db.session.add(
+        DashboardSession(
+            token_hash=_hash(token),
+            session_id=claims["session_id"],
+            user_id=user_id,
+            csrf=secrets.token_urlsafe(32),
+            verified=not needs_code,
+            created_at=now,
+            expires_at=now + LIFETIME,
+        )
+    )
+    return token, needs_code
+
+
+def _verified_factors(user_id):
+    query = select(Factor.id).where(Factor.user_id == user_id, Factor.status == mfa.VERIFIED)
+    return db.session.execute(query.order_by(Factor.created_at, Factor.id)).scalars().all()
+
+
+def current(token):
+    """The Admin whose cookie `token` is, or None: unknown, expired, its session ended, or its user
+    gone, deactivated, banned or no longer an administrator."""
+    if not token or len(token) > MAX_TOKEN:
+        return None
+    return transactions.read(_current, _hash(token))
+
+
+def _current(token_hash):
+    found = db.session.execute(
+        select(DashboardSession)
+        .join(Session, Session.id == DashboardSession.session_id)
+        .where(DashboardSession.token_hash == token_hash)
+    ).scalar_one_or_none()
+    if found is None or found.expires_at <= tokens.utcnow():
+        return None
+    user = load_user(found.user_id)
+    if user is None or not user.active or is_banned(user.banned_until) or not is_admin(user.app_metadata):
+        return None
+    return Admin(found.user_id, user.email, found.session_id, found.csrf, found.verified)
+
+
+def csrf_matches(admin, sent):
+    return isinstance(sent, str) and hmac.compare_digest(sent.encode(), admin.csrf.encode())
+
+
+@transactional
+def verify_code(admin, code, ip):
+    """The admin's TOTP code, checked by the auth API's MFA service against their first verified
+    factor: the session rises to aal2 and the cookie lets them in. A wrong code counts toward the
+    sign-in lockout, as a wrong password does."""
+    found = accounts.find_credentials(admin.email)
+    failures = accounts.FailedSignIns(admin.email, found, ip)
+    failures.check()
+    factors = _verified_factors(admin.user_id)
+    if not factors:
+        raise APIError(422, Auth.MFA_FACTOR_NOT_FOUND, "Factor not found")
+    who = Identity("authenticated", admin.user_id, admin.session_id, load_user(admin.user_id), sessions.AAL1)
+    challenge = mfa.challenge(who, factors[0], ip)
+    try:
+        mfa.verify(who, factors[0], challenge["id"], (code or "").strip(), ip)
+    except (CommitAndRaise, APIError) as refused:
+        audit.record("sign_in_failed", admin.email, {"second_factor": True}, admin.email, admin.user_id)
+        failures.record()
+        error = refused.error if isinstance(refused, CommitAndRaise) else refused
+        raise CommitAndRaise(error) from None
+    db.session.execute(
+        DashboardSession.__table__.update()
+        .where(DashboardSession.session_id == admin.session_id)
+        .values(verified=True)
+    )
+
+
+@transactional
+def sign_out(admin):
+    """End the cookie and the auth session under it: a copy of the cookie is worth nothing after."""
+    db.session.execute(delete(DashboardSession).where(DashboardSession.session_id == admin.session_id))
+    sessions.end(Session.id == admin.session_id)
+    audit.record("sign_out", audit.user_target(admin.user_id, admin.email))
