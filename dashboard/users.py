@@ -2,7 +2,7 @@
 auth.mfa), each change with its audit entry."""
 
 from auth import administration, audit, emails, mfa, sessions
-from dashboard.actions import perform, read  # noqa: F401 (read: the pages' reads)
+from dashboard.actions import perform, read, write  # noqa: F401 (read: the pages' reads)
 from models import Session
 
 COMPUTED_APP_METADATA = ("provider", "providers")  # made from identities, never stored
@@ -41,7 +41,7 @@ def edit_metadata(user_id, user_metadata, app_metadata):
         }
         return administration.admin_update_user(user_id, fields)
 
-    return perform("metadata_change", audit.user_target(user_id), change)
+    return perform("metadata_change", audit.user_target(user_id), write, change)
 
 
 def create(fields):
@@ -69,7 +69,7 @@ def update(user_id, fields):
 
 
 def end_sessions(user_id):
-    perform("sessions_ended", audit.user_target(user_id), sessions.end, Session.user_id == user_id)
+    perform("sessions_ended", audit.user_target(user_id), write, sessions.end, Session.user_id == user_id)
 
 
 def remove_factor(user_id, factor_id):

@@ -25,7 +25,10 @@ unit with an error after committing what it wrote (a counted failure, a revoked 
 A request's waits on the database end within DB_TIMEOUT in all (`bound_waits`, at its start): no
 attempt is tried again once that time is spent, and every connect, read and write of an attempt
 waits no longer than what is left of it (database.connections), so that a frozen database is a 503
-within DB_TIMEOUT, not ATTEMPTS times that."""
+within DB_TIMEOUT, not ATTEMPTS times that.
+
+`alongside(extra)` adds `extra()` to the next unit that commits in its block: a record of a change
+that a service makes in a unit of its own (an upload, whose bytes are placed around its commit)."""
 
 import contextlib
 import contextvars
@@ -54,6 +57,7 @@ MAX_PAUSE = 0.25
 RETRYABLE_CODES = frozenset({1205, 1213})  # MySQL/MariaDB: lock wait timeout, deadlock
 
 _inside = contextvars.ContextVar("minibase_transaction", default=False)
+_alongside = contextvars.ContextVar("minibase_alongside", default=None)
 _deadline = contextvars.ContextVar("minibase_database_deadline", default=None)  # time.monotonic()
 
 
@@ -157,10 +161,15 @@ def _run(work, args, kwargs, commit, read_only):
                         result = work(*args, **kwargs)
                     except CommitAndRaise as raised:
                         stop = raised
+                pending = _alongside.get() if commit and stop is None else None
+                for extra in pending or ():
+                    extra()
                 committing = True
                 # A commit refused (a Galera certification failure) tries the whole unit again, the
                 # commit of a CommitAndRaise included: its counted failure must not be lost.
                 db.session.commit() if commit or stop is not None else db.session.rollback()
+                if pending:
+                    pending.clear()  # committed: the block's later units do not repeat it
                 if stop is not None:
                     raise stop.error from None
                 return result
@@ -179,6 +188,18 @@ def _run(work, args, kwargs, commit, read_only):
         raise AssertionError("unreachable")
     finally:
         _inside.reset(token)
+
+
+@contextlib.contextmanager
+def alongside(extra):
+    """In this block, `extra()` runs inside the first unit of work that commits (a write that
+    succeeds), just before its commit, and in each attempt of it: it commits with that unit or not
+    at all. None commits in the block: it never runs."""
+    token = _alongside.set([extra])
+    try:
+        yield
+    finally:
+        _alongside.reset(token)
 
 
 class _read_only:
