@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 
 .DEFAULT_GOAL := help
-.PHONY: help run test keys lint format bench bench-galera clean
+.PHONY: help run test keys lint format bench bench-galera screenshots clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -52,6 +52,10 @@ bench: $(VENV)/.dev-deps .venv-bench/.deps ## every figure: reads, sign-in, stor
 
 bench-galera: $(VENV)/.dev-deps ## sign-ups/s and writes/s: 3 instances on a 3-node Galera cluster vs 1 on MariaDB
 	$(BIN)/python tools/bench_galera.py
+
+screenshots: $(VENV)/.dev-deps ## the dashboard's pages as docs/dashboard/*.png, taken in /usr/bin/chromium
+	@[ -x /usr/bin/chromium ] || { echo "make screenshots needs chromium: apt-get install chromium"; exit 1; }
+	$(BIN)/python tools/screenshots.py
 
 clean: ## remove the virtualenv and caches (instance/ with its database and secret is kept)
 	rm -rf $(VENV) .venv-bench .pytest_cache .ruff_cache .hypothesis

@@ -1,151 +1,32 @@
-"""/dashboard: the operator's screen. Server-rendered pages (templates/dashboard/), each view calling
-the services the APIs call (dashboard/, auth/, rest/, storage/); plain forms, a few lines of script.
-
-Who: an administrator's cookie (dashboard/sessions.py), HttpOnly and SameSite=Strict, Secure when the
-request came over https. Every POST carries the session's CSRF token (the sign-in form a token of its
-own cookie). Every answer carries a Content-Security-Policy that allows no inline script or style."""
+"""The dashboard's sign-in, Users and Audit log pages."""
 
 import json
 import secrets
-from urllib.parse import urlsplit
 
-from flask import Blueprint, current_app, g, make_response, redirect, render_template, request, url_for
+from flask import g, make_response, redirect, request, url_for
 
 from auth import audit
 from auth.administration import USER_ORDERS
-from blueprints.schemas import AdminCreateSchema, AdminUserSchema, AuditPageSchema, PasswordGrantSchema, load
-from config import ROOT
+from blueprints.dashboard.base import (
+    BAN_DURATIONS,
+    COOKIE,
+    PER_PAGE,
+    SIGN_IN_COOKIE,
+    audit_schema,
+    bp,
+    create_schema,
+    done,
+    page,
+    page_number,
+    password_schema,
+    safe_next,
+    secure,
+    update_schema,
+)
+from blueprints.schemas import load
 from dashboard import sessions, users
 from errors import APIError
 from extensions import client_ip
-
-bp = Blueprint(
-    "dashboard",
-    __name__,
-    url_prefix="/dashboard",
-    static_folder=str(ROOT / "static" / "dashboard"),
-    static_url_path="/static",
-)
-
-COOKIE = "minibase_dashboard"
-SIGN_IN_COOKIE = "minibase_dashboard_sign_in"  # the sign-in form's CSRF token
-CSP = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; "
-    "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
-)
-OPEN = {"dashboard.index", "dashboard.sign_in", "dashboard.static"}  # reached without a session
-HALF_OPEN = {"dashboard.code", "dashboard.sign_out"}  # reached between the password and the code
-PER_PAGE = 25
-BAN_DURATIONS = {
-    "1h": "1 hour",
-    "24h": "24 hours",
-    "168h": "7 days",
-    "720h": "30 days",
-    "876000h": "100 years",
-}
-NOTICES = {
-    "created": "User created.",
-    "invited": "Invitation sent.",
-    "saved": "Metadata saved.",
-    "banned": "User banned.",
-    "unbanned": "Ban lifted.",
-    "signed-out": "Every session of the user has ended.",
-    "recovery": "Recovery link sent.",
-    "magic-link": "Magic link sent.",
-    "factor-removed": "Factor removed.",
-    "deleted": "User deleted.",
-}
-
-NAV = [
-    ("dashboard.users_page", "Users"),
-    ("dashboard.tables_page", "Tables"),
-    ("dashboard.storage_page", "Storage"),
-    ("dashboard.audit_page", "Audit log"),
-    ("dashboard.settings_page", "Settings"),
-]
-SECTIONS = {
-    "audit": "Audit log",
-    "table": "Tables",
-    "storage": "Storage",
-    "bucket": "Storage",
-    "settings": "Settings",
-}
-
-password_schema = PasswordGrantSchema()
-create_schema = AdminCreateSchema()
-update_schema = AdminUserSchema()
-audit_schema = AuditPageSchema()
-
-
-# --- every request
-
-
-@bp.before_request
-def require_admin():
-    """The signed-in administrator (g.admin), or the sign-in page; a POST without the session's CSRF
-    token is a 403."""
-    g.admin = sessions.current(request.cookies.get(COOKIE))
-    if g.admin is not None:
-        audit.acting(g.admin.email, g.admin.user_id)
-    if request.endpoint in OPEN:
-        return None
-    if g.admin is None or (not g.admin.verified and request.endpoint not in HALF_OPEN):
-        if request.method != "GET":
-            return page("error.html", 401, message="Sign in first.")
-        return redirect(url_for(".index", next=request.full_path.rstrip("?")), 303)
-    if request.method == "POST" and not sessions.csrf_matches(g.admin, request.form.get("csrf")):
-        return page("error.html", 403, message="This form has expired: reload the page and try again.")
-    return None
-
-
-@bp.after_request
-def guard(response):
-    response.headers["Content-Security-Policy"] = CSP
-    response.headers["X-Frame-Options"] = "DENY"
-    response.headers["Referrer-Policy"] = "no-referrer"
-    if request.endpoint != "dashboard.static":
-        response.headers["Cache-Control"] = "no-store"
-    return response
-
-
-@bp.context_processor
-def navigation():
-    """The navigation's links, and which of them is the current page's section."""
-    name = (request.endpoint or "").partition(".")[2]
-    section = next((label for prefix, label in SECTIONS.items() if name.startswith(prefix)), "Users")
-    return {"nav": [(endpoint, label) for endpoint, label in NAV if endpoint in current_app.view_functions],
-            "section": section}  # fmt: skip
-
-
-@bp.errorhandler(APIError)
-def refused(error):
-    """A service's refusal, shown on a page of its own with the API's message."""
-    return page("error.html", error.status if 400 <= error.status < 600 else 400, message=error.message)
-
-
-def page(template, status=200, **context):
-    notice = NOTICES.get(request.args.get("notice", ""))
-    return render_template(f"dashboard/{template}", admin=g.get("admin"), notice=notice, **context), status
-
-
-def done(endpoint, notice, **values):
-    return redirect(url_for(endpoint, notice=notice, **values), 303)
-
-
-def secure():
-    return request.scheme == "https"  # as ProxyFix gives it behind TRUSTED_PROXIES
-
-
-def safe_next(value):
-    """Where to go after signing in: a dashboard page of this origin, never elsewhere."""
-    fallback = url_for(".users_page")
-    if not value or not value.startswith("/dashboard/") or "\\" in value:
-        return fallback
-    parts = urlsplit(value)
-    if parts.scheme or parts.netloc or any(ord(char) < 0x21 for char in value):
-        return fallback
-    return value
-
 
 # --- signing in and out
 
@@ -225,7 +106,7 @@ def users_page():
     order = request.args.get("sort", "newest")
     if order not in USER_ORDERS:
         order = "newest"
-    number = load(audit_schema, {"page": request.args.get("page", "")})["page"]
+    number = page_number()
     found, total = users.page(query, order, number, PER_PAGE)
     return page(
         "users.html", found=found, total=total, query=query, order=order, number=number,

@@ -4,44 +4,13 @@ administrator. Each page a test opens is checked when the test ends: no request 
 the console logged no error (a Content-Security-Policy violation is one)."""
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from app import create_app
-from auth import accounts, administration
-from database import transactions
 from extensions import db
-from pages import ADMIN, CHROMIUM, PASSWORD, sign_in
-from support import SECRET, serve_app
-
-
-@dataclass
-class Server:
-    base: str
-    app: object
-
-    def make_user(self, email, password="secret-pw", admin=False, **fields):
-        """A user made through the admin API's service; their id."""
-        with self.app.app_context():
-            body = {"email": email, "password": password, **fields}
-            if admin:
-                body["app_metadata"] = {"role": "admin"}
-            user_id = administration.admin_create_user(body)["id"]
-            db.session.remove()
-            return user_id
-
-    def run(self, work, *args):
-        """`work` in the app, in a transaction of its own."""
-        with self.app.app_context():
-            try:
-                return transactions.write(work, *args)
-            finally:
-                db.session.remove()
-
-    def user_id(self, email):
-        return self.run(lambda: accounts.find_credentials(email).user_id)
+from pages import ADMIN, CHROMIUM, PASSWORD, Server, make_server, sign_in
+from support import serve_app
 
 
 @pytest.fixture(scope="session")
@@ -58,20 +27,6 @@ def browser(node_modules):
     yield browser
     browser.close()
     playwright.stop()
-
-
-def make_server(tmp, **settings):
-    app = create_app(
-        {
-            "DATABASE_URL": f"sqlite:///{tmp}/dashboard.db",
-            "JWT_SECRET": SECRET,
-            "BCRYPT_ROUNDS": 4,
-            "EMAIL_RATE_LIMIT": 0,
-            "STORAGE_ROOT": str(tmp / "storage"),
-            **settings,
-        }
-    )
-    return app
 
 
 @pytest.fixture(scope="module")
