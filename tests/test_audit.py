@@ -116,3 +116,27 @@ def test_the_command_line_grants_and_revokes_the_dashboard(app, api, admin):
     assert runner.invoke(args=["admin", "grant", "nobody@example.com"]).exit_code != 0
     cli = [entry for entry in entries(admin) if entry["via"] == "cli"]
     assert [(entry["action"], entry["actor"]) for entry in cli] == [("app_metadata_change", "cli")] * 2
+
+
+def test_alongside_joins_the_first_unit_that_commits_and_no_other(app, admin):
+    from auth import audit
+    from database import transactions
+    from extensions import db
+
+    def refused():
+        db.session.execute(db.text("SELECT 1"))
+        raise RuntimeError("the unit fails")
+
+    ran = []
+    with app.app_context():
+        with transactions.alongside(lambda: ran.append("run") or audit.record("tested", "alongside")):
+            transactions.read(lambda: None)  # a read commits nothing: not there
+            with pytest.raises(RuntimeError):
+                transactions.write(refused)  # a unit that fails: not there either
+            assert ran == []
+            transactions.write(lambda: None)
+            transactions.write(lambda: None)  # a later unit: not again
+        transactions.write(lambda: None)  # outside the block: never
+        db.session.remove()
+    assert ran == ["run"]
+    assert [entry["target"] for entry in entries(admin, "tested")] == ["alongside"]
