@@ -6,9 +6,10 @@ from urllib.parse import quote
 from flask import request, url_for
 
 from blueprints.dashboard.base import bp, done, page
-from blueprints.storage import media_type, serve
+from blueprints.storage import download_name, serve
 from dashboard import storage
 from errors import invalid_request
+from storage import media_types
 
 SIGNED_URL_SECONDS = 3600
 PREVIEWED = ("image/png", "image/jpeg", "image/gif", "image/webp", "image/avif")
@@ -88,14 +89,14 @@ def upload(bucket_id):
     name = prefix + (
         request.form.get("name", "").strip() or part.filename.replace("\\", "/").rpartition("/")[2]
     )
-    storage.upload(bucket_id, name, part.stream, media_type(part.mimetype or None))
+    storage.upload(bucket_id, name, part.stream, media_types.of_request(part.content_type))
     return done(".bucket_page", "uploaded", bucket_id=bucket_id, prefix=prefix)
 
 
 @bp.get("/storage/<bucket_id>/object/<path:name>")
 def download(bucket_id, name):
     """The object's bytes, as Storage serves them (active types as attachments, sandboxed)."""
-    return serve(*storage.open_object(bucket_id, name))
+    return serve(*storage.open_object(bucket_id, name), download_name(request.args.get("download")))
 
 
 @bp.post("/storage/<bucket_id>/move")

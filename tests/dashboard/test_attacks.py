@@ -8,6 +8,7 @@ import time
 
 import pyotp
 import pytest
+from playwright.sync_api import expect
 
 from app import create_app
 from auth import audit, tokens
@@ -67,7 +68,7 @@ def test_the_sign_in_form_needs_its_own_token(server, context):
 def test_a_non_admin_cannot_sign_in_even_with_the_right_password(server, page):
     server.make_user("plain@example.com", "plain-password")
     sign_in(page, "plain@example.com", "plain-password")
-    assert page.get_by_role("alert").inner_text() == "Invalid login credentials"
+    expect(page.get_by_role("alert")).to_have_text("Invalid login credentials")
     assert not [c for c in page.context.cookies() if c["name"] == "minibase_dashboard"]
     page.context.errors.clear()
     entries = server.run(lambda: audit.entries(1, 5, "plain@example.com")[0])
@@ -108,7 +109,7 @@ def test_an_admin_whose_role_is_revoked_is_out_at_the_next_request(server, brows
         user_id = server.user_id("former@example.com")
         server.run(lambda: admin_update_user(user_id, {"app_metadata": {"role": None}}))
         page.goto("/dashboard/users")
-        assert page.get_by_role("button", name="Sign in").is_visible()
+        expect(page.get_by_role("button", name="Sign in")).to_be_visible()
     finally:
         context.close()
 
@@ -128,7 +129,7 @@ def test_a_cookie_replayed_after_sign_out_is_refused(server, browser, admin_page
     try:
         page = replay.new_page()
         page.goto("/dashboard/users")
-        assert page.get_by_role("button", name="Sign in").is_visible()
+        expect(page.get_by_role("button", name="Sign in")).to_be_visible()
         assert page.url.startswith(f"{server.base}/dashboard/?next=")
     finally:
         replay.close()
@@ -196,7 +197,8 @@ def test_an_admin_with_a_factor_must_give_the_code(server, page, context):
     page.get_by_label("Code").wait_for()
     # Past the password, short of the code: no page, and no change, is open.
     page.goto("/dashboard/users")
-    assert page.get_by_label("Code").is_visible() and page.get_by_role("navigation").count() == 0
+    expect(page.get_by_label("Code")).to_be_visible()
+    expect(page.get_by_role("navigation")).to_have_count(0)
     csrf = csrf_of(page)
     user_id = server.user_id(ADMIN)
     answer = context.request.post(
@@ -207,7 +209,7 @@ def test_an_admin_with_a_factor_must_give_the_code(server, page, context):
     assert answer.status == 401 and not user_is_banned(server, ADMIN)
     page.get_by_label("Code").fill("000000" if pyotp.TOTP(secret).now() != "000000" else "111111")  # wrong
     page.get_by_role("button", name="Sign in").click()
-    assert page.get_by_role("alert").inner_text() == "Invalid TOTP code entered"
+    expect(page.get_by_role("alert")).to_have_text("Invalid TOTP code entered")
     context.errors.clear()
     # A code is good once per step, and the enrollment spent this step's: the next step's code is
     # accepted now too (one step either side).
@@ -239,7 +241,7 @@ def test_failures_count_toward_the_auth_apis_lockout(tmp_path, browser):
         page = context.new_page()
         for _ in range(5):
             sign_in(page, "locked@example.com", "wrong-password")
-            assert page.get_by_role("alert").inner_text() == "Invalid login credentials"
+            expect(page.get_by_role("alert")).to_have_text("Invalid login credentials")
         import requests
 
         for _ in range(5):  # the auth API's failures add to the same count
@@ -251,7 +253,7 @@ def test_failures_count_toward_the_auth_apis_lockout(tmp_path, browser):
             )
             assert answer.status_code == 400
         sign_in(page, "locked@example.com", "right-password")
-        assert page.get_by_role("alert").inner_text() == "Too many failed sign-in attempts, try again later"
+        expect(page.get_by_role("alert")).to_have_text("Too many failed sign-in attempts, try again later")
         context.close()
         actions = server.run(lambda: [e["action"] for e in audit.entries(1, 20, "locked@")[0]])
         assert actions.count("sign_in_failed") == 10 and "lockout" in actions and "sign_in" not in actions

@@ -4,22 +4,25 @@ axe-core."""
 
 import re
 
+from playwright.sync_api import expect
+
 from pages import ADMIN, PASSWORD, accessible, sign_in
 
 
 def test_sign_in_lands_on_users_with_the_navigation(admin_page):
     navigation = admin_page.get_by_role("navigation", name="Dashboard")
     for name in ("Users", "Audit log"):
-        assert navigation.get_by_role("link", name=name).is_visible()
-    assert admin_page.get_by_role("button", name="Sign out").is_visible()
-    assert admin_page.get_by_role("link", name=ADMIN).is_visible()  # the admin is a user too
+        expect(navigation.get_by_role("link", name=name)).to_be_visible()
+    expect(admin_page.get_by_role("button", name="Sign out")).to_be_visible()
+    expect(admin_page.get_by_role("link", name=ADMIN)).to_be_visible()  # the admin is a user too
     assert accessible(admin_page) == []
 
 
 def test_the_sign_in_page_is_accessible_and_names_its_fields(page):
     page.goto("/dashboard/")
-    assert page.get_by_label("Email").is_visible() and page.get_by_label("Password").is_visible()
-    assert page.get_by_role("button", name="Sign in").is_visible()
+    expect(page.get_by_label("Email")).to_be_visible()
+    expect(page.get_by_label("Password")).to_be_visible()
+    expect(page.get_by_role("button", name="Sign in")).to_be_visible()
     assert accessible(page) == []
 
 
@@ -38,7 +41,7 @@ def test_signing_in_with_the_keyboard_alone(page):
 
 def test_a_wrong_password_shows_the_auth_apis_message(page):
     sign_in(page, password="not-the-password")
-    assert page.get_by_role("alert").inner_text() == "Invalid login credentials"
+    expect(page.get_by_role("alert")).to_have_text("Invalid login credentials")
     assert page.get_by_label("Email").input_value() == ADMIN
     page.context.errors.clear()  # the 400 of the refused form is logged by the browser
 
@@ -47,7 +50,7 @@ def test_sign_out_ends_the_session(admin_page):
     admin_page.get_by_role("button", name="Sign out").click()
     admin_page.get_by_role("button", name="Sign in").wait_for()
     admin_page.goto("/dashboard/users")
-    assert admin_page.get_by_role("button", name="Sign in").is_visible()
+    expect(admin_page.get_by_role("button", name="Sign in")).to_be_visible()
 
 
 def test_search_sort_and_page_users(server, admin_page):
@@ -57,9 +60,9 @@ def test_search_sort_and_page_users(server, admin_page):
     admin_page.get_by_label("Sort by").select_option("email")
     admin_page.get_by_role("button", name="Search").click()
     rows = admin_page.locator("main table tbody tr")
-    assert rows.count() == 25
-    assert rows.first.get_by_role("link").inner_text() == "paged00@example.com"
-    assert admin_page.get_by_text("27 users matching").is_visible()
+    expect(rows).to_have_count(25)
+    expect(rows.first.get_by_role("link")).to_have_text("paged00@example.com")
+    expect(admin_page.get_by_text("27 users matching")).to_be_visible()
     admin_page.get_by_role("link", name="Next page").click()
     assert [row.get_by_role("link").inner_text() for row in rows.all()] == [
         "paged25@example.com",
@@ -67,7 +70,7 @@ def test_search_sort_and_page_users(server, admin_page):
     ]
     admin_page.get_by_label("Sort by").select_option("newest")
     admin_page.get_by_role("button", name="Search").click()
-    assert rows.first.get_by_role("link").inner_text() == "paged26@example.com"
+    expect(rows.first.get_by_role("link")).to_have_text("paged26@example.com")
 
 
 def test_create_a_user_and_see_their_page(server, admin_page):
@@ -75,9 +78,9 @@ def test_create_a_user_and_see_their_page(server, admin_page):
     admin_page.get_by_label("New user's password").fill("carol-password")
     admin_page.get_by_role("button", name="Create user").click()
     admin_page.get_by_role("heading", name="carol@example.com").wait_for()
-    assert admin_page.get_by_role("status").inner_text() == "User created."
+    expect(admin_page.get_by_role("status")).to_have_text("User created.")
     for name in ("Ban", "Unban", "Sign out everywhere", "Send recovery link", "Delete user"):
-        assert admin_page.get_by_role("button", name=name, exact=True).is_visible()
+        expect(admin_page.get_by_role("button", name=name, exact=True)).to_be_visible()
     assert accessible(admin_page) == []
 
 
@@ -85,7 +88,7 @@ def test_invite_a_user(admin_page):
     admin_page.get_by_label("Email to invite").fill("invited@example.com")
     admin_page.get_by_role("button", name="Send invitation").click()
     admin_page.get_by_role("heading", name="invited@example.com").wait_for()
-    assert admin_page.get_by_role("status").inner_text() == "Invitation sent."
+    expect(admin_page.get_by_role("status")).to_have_text("Invitation sent.")
 
 
 def open_user(page, server, email):
@@ -105,7 +108,7 @@ def test_ban_for_a_time_then_lift_it(server, admin_page, context):
     open_user(admin_page, server, "dave@example.com")
     admin_page.get_by_label("Ban for").select_option("168h")
     admin_page.get_by_role("button", name="Ban", exact=True).click()
-    assert admin_page.get_by_role("status").inner_text() == "User banned."
+    expect(admin_page.get_by_role("status")).to_have_text("User banned.")
     banned_until = admin_page.locator("dt:text-is('Banned until') + dd").inner_text()
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", banned_until)
     assert admin_page.get_by_text("None").count() >= 1  # the ban ended the user's session
@@ -116,8 +119,8 @@ def test_ban_for_a_time_then_lift_it(server, admin_page, context):
     )
     assert refused.status == 400 and refused.json()["error_code"] == "user_banned"
     admin_page.get_by_role("button", name="Unban").click()
-    assert admin_page.get_by_role("status").inner_text() == "Ban lifted."
-    assert admin_page.locator("dt:text-is('Banned until') + dd").inner_text() == "not banned"
+    expect(admin_page.get_by_role("status")).to_have_text("Ban lifted.")
+    expect(admin_page.locator("dt:text-is('Banned until') + dd")).to_have_text("not banned")
 
 
 def anon(server):
@@ -139,10 +142,10 @@ def test_sign_out_everywhere_ends_every_session(server, admin_page, context):
         tokens_.append(answer.json()["access_token"])
     open_user(admin_page, server, "erin@example.com")
     sessions = admin_page.get_by_role("region", name="Sessions").locator("tbody tr")
-    assert sessions.count() == 2
+    expect(sessions).to_have_count(2)
     admin_page.get_by_role("button", name="Sign out everywhere").click()
-    assert admin_page.get_by_role("status").inner_text() == "Every session of the user has ended."
-    assert sessions.inner_text() == "None"
+    expect(admin_page.get_by_role("status")).to_have_text("Every session of the user has ended.")
+    expect(sessions).to_have_text("None")
     for token in tokens_:
         user = context.request.get(
             f"{server.base}/auth/v1/user",
@@ -155,9 +158,9 @@ def test_send_a_recovery_and_a_magic_link(server, admin_page):
     server.make_user("fay@example.com")
     open_user(admin_page, server, "fay@example.com")
     admin_page.get_by_role("button", name="Send recovery link").click()
-    assert admin_page.get_by_role("status").inner_text() == "Recovery link sent."
+    expect(admin_page.get_by_role("status")).to_have_text("Recovery link sent.")
     admin_page.get_by_role("button", name="Send magic link").click()
-    assert admin_page.get_by_role("status").inner_text() == "Magic link sent."
+    expect(admin_page.get_by_role("status")).to_have_text("Magic link sent.")
     admin_page.get_by_role("link", name="Audit log").click()
     admin_page.get_by_label("Search audit log").fill("fay@example.com")
     admin_page.get_by_role("button", name="Search").click()
@@ -171,7 +174,7 @@ def test_edit_metadata_and_app_metadata(server, admin_page):
     admin_page.get_by_label("User metadata (JSON)").fill('{"username": "gus", "team": "blue"}')
     admin_page.get_by_label("App metadata (JSON)").fill('{"tier": 2}')
     admin_page.get_by_role("button", name="Save metadata").click()
-    assert admin_page.get_by_role("status").inner_text() == "Metadata saved."
+    expect(admin_page.get_by_role("status")).to_have_text("Metadata saved.")
     import json
 
     assert json.loads(admin_page.get_by_label("User metadata (JSON)").input_value()) == {
@@ -181,7 +184,7 @@ def test_edit_metadata_and_app_metadata(server, admin_page):
     assert json.loads(admin_page.get_by_label("App metadata (JSON)").input_value()) == {"tier": 2}
     admin_page.get_by_label("App metadata (JSON)").fill("[1, 2]")
     admin_page.get_by_role("button", name="Save metadata").click()
-    assert admin_page.get_by_role("alert").inner_text() == "App metadata must be a JSON object"
+    expect(admin_page.get_by_role("alert")).to_have_text("App metadata must be a JSON object")
     admin_page.context.errors.clear()
 
 
@@ -192,10 +195,10 @@ def test_delete_a_user_after_confirming(server, admin_page):
     admin_page.get_by_role("heading", name="Delete hal@example.com?").wait_for()
     assert accessible(admin_page) == []
     admin_page.get_by_role("button", name="Delete user").click()
-    assert admin_page.get_by_role("status").inner_text() == "User deleted."
+    expect(admin_page.get_by_role("status")).to_have_text("User deleted.")
     admin_page.get_by_label("Search users").fill("hal@")
     admin_page.get_by_role("button", name="Search").click()
-    assert admin_page.locator("main table tbody tr").count() == 0
+    expect(admin_page.locator("main table tbody tr")).to_have_count(0)
 
 
 def test_the_audit_log_page_searches_and_is_accessible(server, admin_page):
@@ -218,6 +221,6 @@ def test_at_a_phones_width_nothing_overflows(browser, server):
         for path in ("/dashboard/users", f"/dashboard/users/{server.user_id(ADMIN)}", "/dashboard/audit"):
             page.goto(path)
             assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth"), path
-            assert page.get_by_role("button", name="Sign out", exact=True).is_visible()
+            expect(page.get_by_role("button", name="Sign out", exact=True)).to_be_visible()
     finally:
         context.close()
