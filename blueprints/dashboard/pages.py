@@ -26,7 +26,7 @@ from blueprints.dashboard.base import (
 from blueprints.schemas import load
 from dashboard import sessions, users
 from errors import APIError
-from extensions import client_ip
+from extensions import client_ip, limiter
 
 # --- signing in and out
 
@@ -58,6 +58,7 @@ def sign_in_form(status=200, error=None, email=""):
 
 
 @bp.post("/sign-in")
+@limiter.limit("150 per 5 minutes")  # the auth API's token endpoint's limit, per client IP
 def sign_in():
     expected = request.cookies.get(SIGN_IN_COOKIE, "")
     sent = request.form.get("csrf", "")
@@ -81,6 +82,7 @@ def sign_in():
 
 
 @bp.post("/code")
+@limiter.limit("150 per 5 minutes")
 def code():
     try:
         sessions.verify_code(g.admin, request.form.get("code", ""), client_ip())

@@ -12,9 +12,8 @@ from playwright.sync_api import expect
 
 from app import create_app
 from auth import audit, tokens
-from dashboard.sessions import LIFETIME  # noqa: F401 (the cookie's lifetime is the service's)
-from pages import ADMIN, PASSWORD, csrf_of, sign_in
-from support import SECRET
+from pages import ADMIN, PASSWORD, Server, accessible, csrf_of, make_server, sign_in
+from support import SECRET, serve_app
 
 ANON = tokens.api_key("anon", SECRET)
 SERVICE = tokens.api_key("service_role", SECRET)
@@ -195,6 +194,7 @@ def test_an_admin_with_a_factor_must_give_the_code(server, page, context):
     secret = enroll_factor(server, "tess@example.com", "tess-password")
     sign_in(page, "tess@example.com", "tess-password")
     page.get_by_label("Code").wait_for()
+    assert accessible(page) == []
     # Past the password, short of the code: no page, and no change, is open.
     page.goto("/dashboard/users")
     expect(page.get_by_label("Code")).to_be_visible()
@@ -219,22 +219,9 @@ def test_an_admin_with_a_factor_must_give_the_code(server, page, context):
 
 
 def test_failures_count_toward_the_auth_apis_lockout(tmp_path, browser):
-    from conftest import make_server  # noqa: F401
-
-    from support import serve_app
-
-    app = create_app(
-        {
-            "DATABASE_URL": f"sqlite:///{tmp_path}/lock.db",
-            "JWT_SECRET": SECRET,
-            "BCRYPT_ROUNDS": 4,
-            "STORAGE_ROOT": str(tmp_path / "storage"),
-        }
-    )
+    app = make_server(tmp_path)  # RATE_LIMITS on, as in production
     base, stop = serve_app(app, threads=2)
     try:
-        from conftest import Server
-
         server = Server(base, app)
         server.make_user("locked@example.com", "right-password", admin=True)
         context = browser.new_context(base_url=base)

@@ -128,6 +128,7 @@ def test_buckets_and_their_files(server, admin_page, context):
     expect(admin_page.get_by_role("button", name="Copied")).to_be_visible()
     copied = admin_page.evaluate("navigator.clipboard.readText()")
     assert copied == admin_page.get_by_label("Signed URL").input_value()
+    assert accessible(admin_page) == []
     assert copied.startswith(f"{server.base}/storage/v1/object/sign/docs/pics/red.png?token=")
     assert context.request.get(copied).body() == png("red")  # no API key: the token is the permission
     admin_page.get_by_role("link", name="Back to the folder").click()
