@@ -180,7 +180,7 @@ def test_settings_shows_health_and_masks_secrets(admin_page):
     expect(health.get_by_role("row", name=re.compile("^SMTP not used"))).to_be_visible()
     expect(health.get_by_role("row", name=re.compile("^Redis not used"))).to_be_visible()
     expect(health.get_by_role("row", name=re.compile("^Storage reachable"))).to_be_visible()
-    expect(health.get_by_role("row", name=re.compile("^Migrations at 0011"))).to_be_visible()
+    expect(health.get_by_role("row", name=re.compile("^Migrations at 0012"))).to_be_visible()
     text = admin_page.locator("main").inner_text()
     assert SECRET not in text and "JWT_SECRET" in text
     expect(admin_page.get_by_role("row", name=re.compile("^JWT_SECRET ••••••$"))).to_be_visible()
