@@ -38,10 +38,6 @@ class Admin:
     verified: bool  # past the second factor, or has none
 
 
-class NotAdmin(Exception):
-    """The password was right, the user is no administrator."""
-
-
 def is_admin(app_metadata):
     return isinstance(app_metadata, dict) and app_metadata.get("role") == ADMIN_ROLE
 
@@ -52,21 +48,20 @@ def _hash(token):
 
 def sign_in(email, password, ip):
     """(cookie token, whether a code is still asked for) for an administrator's right password. Any
-    other answer is the auth API's: a wrong password is counted toward its lockout; a user who is no
-    administrator gets the wrong password's answer, and nothing of the sign-in is kept."""
-    try:
-        return transactions.write(_sign_in, email, password, ip)
-    except NotAdmin:
-        transactions.write(audit.record, "dashboard_refused", email, {"reason": "not an admin"}, email)
-        raise invalid_credentials() from None
-
-
-def _sign_in(email, password, ip):
+    other answer is the auth API's own: a wrong password is counted toward its lockout. A user who
+    is no administrator gets the wrong password's answer, and the session their sign-in opened is
+    ended at once."""
     session = accounts.sign_in(email, password, ip)
-    if not is_admin(session["user"]["app_metadata"]):
-        raise NotAdmin
     claims = tokens.decode_access_token(session["access_token"], setting("JWT_SECRET"))
+    return transactions.write(_open, email, claims, session["user"])
+
+
+def _open(email, claims, user):
     user_id = tokens.user_id_of(claims["sub"])
+    if not is_admin(user["app_metadata"]):
+        sessions.end(Session.id == claims["session_id"])
+        audit.record("dashboard_refused", email, {"reason": "not an admin"}, actor=email, actor_id=user_id)
+        raise CommitAndRaise(invalid_credentials())
     now = tokens.utcnow()
     db.session.execute(delete(DashboardSession).where(DashboardSession.expires_at < now))
     token = secrets.token_urlsafe(32)
@@ -116,26 +111,34 @@ def csrf_matches(admin, sent):
     return isinstance(sent, str) and hmac.compare_digest(sent.encode(), admin.csrf.encode())
 
 
-@transactional
 def verify_code(admin, code, ip):
     """The admin's TOTP code, checked by the auth API's MFA service against their first verified
-    factor: the session rises to aal2 and the cookie lets them in. A wrong code counts toward the
-    sign-in lockout, as a wrong password does."""
-    found = accounts.find_credentials(admin.email)
-    failures = accounts.FailedSignIns(admin.email, found, ip)
-    failures.check()
+    factor: the session rises to aal2 and the cookie lets them in. Each code is an attempt counted
+    toward the sign-in lockout first, as a password is, and taken back when it is right."""
+    failures = transactions.write(_count_attempt, admin, ip)
+    transactions.write(_check_code, admin, (code or "").strip(), ip, failures)
+
+
+def _count_attempt(admin, ip):
+    failures = accounts.FailedSignIns(admin.email, accounts.find_credentials(admin.email), ip)
+    failures.reserve()
+    return failures
+
+
+def _check_code(admin, code, ip, failures):
     factors = _verified_factors(admin.user_id)
     if not factors:
         raise APIError(422, Auth.MFA_FACTOR_NOT_FOUND, "Factor not found")
     who = Identity("authenticated", admin.user_id, admin.session_id, load_user(admin.user_id), sessions.AAL1)
     challenge = mfa.challenge(who, factors[0], ip)
     try:
-        mfa.verify(who, factors[0], challenge["id"], (code or "").strip(), ip)
+        mfa.verify(who, factors[0], challenge["id"], code, ip)
     except (CommitAndRaise, APIError) as refused:
         audit.record("sign_in_failed", admin.email, {"second_factor": True}, admin.email, admin.user_id)
-        failures.record()
-        error = refused.error if isinstance(refused, CommitAndRaise) else refused
-        raise CommitAndRaise(error) from None
+        if failures.exhausted():
+            audit.record("lockout", admin.email, {"second_factor": True}, admin.email, admin.user_id)
+        raise CommitAndRaise(refused.error if isinstance(refused, CommitAndRaise) else refused) from None
+    failures.release()
     db.session.execute(
         DashboardSession.__table__.update()
         .where(DashboardSession.session_id == admin.session_id)

@@ -10,11 +10,11 @@ from urllib.parse import parse_qsl
 
 import sqlalchemy as sa
 
-import filters
 from auth.identity import Identity
 from config import setting
 from dashboard.actions import perform, write
 from errors import APIError, Rest
+from query import params, tree
 from rest import policies, reflection, rows
 from row_policies import OPERATIONS
 
@@ -71,12 +71,12 @@ def query(filter_text, order):
     """The table API's query from the page's fields: filters as its query string says them
     (`price=gt.10&name=ilike.*a*`, either dialect), `order` as its order= does."""
     pairs = parse_qsl(filter_text.strip().lstrip("?"), keep_blank_values=True)
-    reserved = [key for key, _ in pairs if key in filters.RESERVED and key not in ("or", "and")]
+    reserved = [key for key, _ in pairs if key in tree.RESERVED and key not in ("or", "and")]
     if reserved:
         raise APIError(400, Rest.BAD_QUERY, f'"{reserved[0]}" is not a filter: use the fields for it')
     try:
-        return filters.parse_query(pairs, None, order or None)
-    except filters.FilterError as exc:
+        return params.parse_query(pairs, None, order or None)
+    except tree.FilterError as exc:
         raise rows.client_error(exc) from None
 
 
@@ -131,11 +131,11 @@ def _key_query(name, key):
     pairs = [(column, f"eq.{value}") for column, value in key.items()]
     if not pairs or set(key) != set(describe(name).key):
         raise APIError(400, Rest.BAD_QUERY, "A row is chosen by its whole primary key")
-    return filters.parse_query(pairs)
+    return params.parse_query(pairs)
 
 
 def insert(name, values):
-    write = rows.Write(filters.parse_query([]), RETURN_ROWS, "json", [values])
+    write = rows.Write(params.parse_query([]), RETURN_ROWS, "json", [values])
     return perform("row_inserted", f"table {name}", rows.insert, name, SERVICE, write).rows[0]
 
 
