@@ -291,3 +291,14 @@ def test_the_cookie_is_secure_behind_https(tmp_path):
     assert "Secure" in cookie and "HttpOnly" in cookie and "SameSite=Strict" in cookie
     plain = app.test_client().get("/dashboard/")
     assert "Secure" not in plain.headers["Set-Cookie"]
+
+
+def test_a_cookie_past_its_lifetime_is_refused(admin_page, monkeypatch):
+    from datetime import timedelta
+
+    from dashboard.sessions import LIFETIME
+
+    later = tokens.utcnow() + LIFETIME + timedelta(seconds=1)
+    monkeypatch.setattr(tokens, "utcnow", lambda: later)  # the server runs in this process
+    admin_page.goto("/dashboard/users")
+    expect(admin_page.get_by_role("button", name="Sign in")).to_be_visible()
