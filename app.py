@@ -10,7 +10,7 @@ from sqlalchemy.exc import OperationalError
 from werkzeug.middleware.proxy_fix import ProxyFix
 
 import config
-from auth import mail
+from auth import mail, signing_keys
 from blueprints import gateway, responses
 from database import connections, transactions
 from extensions import Minibase, cors, db, limiter, migrate
@@ -44,6 +44,7 @@ def create_app(test_config=None):
     settings.update(test_config or {})
     app.config.from_mapping(config.flask_settings(settings))
     app.config["JWT_SECRET"] = config.jwt_secret(app.config["JWT_SECRET"], app.instance_path)
+    app.config["JWT_KEYS"] = signing_keys.load(app.config["JWT_SIGNING_KEYS"], app.config["JWT_SECRET"])
     app.json.sort_keys = False
     # No redirects: /rest/v1 and /rest/v1/ are one route, and a doubled slash is a 404, not a 308
     # whose Location would echo the client's Host header.

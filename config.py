@@ -1,12 +1,14 @@
 """Configuration: the environment variables (and `.env`) README.md's Configuration section lists,
 parsed and checked once at start."""
 
+import json
 import logging
 import math
 import os
 import re
 import secrets
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from dotenv import dotenv_values
 from flask import current_app
@@ -73,6 +75,32 @@ def _keys(name, raw):
     return ",".join(keys)
 
 
+API_KEY_PREFIXES = {"PUBLISHABLE_KEYS": "sb_publishable_", "SECRET_KEYS": "sb_secret_"}
+MIN_API_KEY_RANDOM = 20  # characters after the prefix: Supabase's keys carry 30 or more
+
+
+def _api_keys(name, raw):
+    """A JSON object, key name -> key, each key of the variable's prefix (Supabase's
+    SUPABASE_PUBLISHABLE_KEYS / SUPABASE_SECRET_KEYS form)."""
+    prefix = API_KEY_PREFIXES[name]
+    try:
+        keys = json.loads(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{name} must be a JSON object of key names and keys: {exc}") from None
+    if not isinstance(keys, dict):
+        raise ConfigError(f'{name} must be a JSON object of names and keys: {{"default": "{prefix}…"}}')
+    for key_name, key in keys.items():
+        long_enough = isinstance(key, str) and len(key) - len(prefix) >= MIN_API_KEY_RANDOM
+        if not long_enough or not key.startswith(prefix):
+            raise ConfigError(
+                f"{name}: key {key_name!r} must start with {prefix} followed by at least "
+                f"{MIN_API_KEY_RANDOM} characters"
+            )
+        if not key.isascii() or not key.isprintable() or " " in key:
+            raise ConfigError(f"{name}: key {key_name!r} holds spaces or characters not printable ASCII")
+    return keys
+
+
 SIZE_UNITS = {"B": 1, "KB": 1024, "MB": 1024**2, "GB": 1024**3, "TB": 1024**4}
 SIZE = re.compile(r"\s*([0-9]{1,15})\s*([KMGT]?B)?\s*", re.IGNORECASE)
 MAX_SIZE = 2**63 - 1  # a BIGINT column, on SQLite and MySQL
@@ -103,6 +131,11 @@ def _size(name, raw):
 VARIABLES = {
     "DATABASE_URL": ("sqlite:///instance/minibase.db", _text),
     "JWT_SECRET": (None, _text),
+    # Asymmetric signing keys (docs/auth.md): a JSON array of private JWKs; checked by auth/signing_keys.py.
+    "JWT_SIGNING_KEYS": (None, _text),
+    # Supabase's new API keys (docs/auth.md): JSON objects, name -> sb_publishable_… / sb_secret_….
+    "PUBLISHABLE_KEYS": ("{}", _api_keys),
+    "SECRET_KEYS": ("{}", _api_keys),
     "JWT_EXPIRY": ("3600", lambda n, v: _integer(n, v, 60)),
     "REFRESH_TOKEN_EXPIRY": ("2592000", lambda n, v: _integer(n, v, 60)),
     "REFRESH_TOKEN_REUSE_INTERVAL": ("10", _integer),
@@ -177,6 +210,49 @@ for _provider in PROVIDERS:
     VARIABLES[f"{_prefix}_ENABLED"] = ("false", _boolean)
     for _part in ("CLIENT_ID", "SECRET", "REDIRECT_URI", "URL"):
         VARIABLES[f"{_prefix}_{_part}"] = (None, _text)
+
+
+# Auth hooks over HTTP (docs/auth.md): GoTrue's HOOK_<NAME>_ENABLED / _URI / _SECRETS.
+HOOKS = (
+    "custom_access_token",
+    "send_email",
+    "before_user_created",
+    "password_verification_attempt",
+    "mfa_verification_attempt",
+)
+HOOK_SECRET = re.compile(r"v1,whsec_[A-Za-z0-9+/=]{32,88}")
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1", "host.docker.internal")
+for _hook in HOOKS:
+    _prefix = f"HOOK_{_hook.upper()}"
+    VARIABLES[f"{_prefix}_ENABLED"] = ("false", _boolean)
+    VARIABLES[f"{_prefix}_URI"] = (None, _text)
+    VARIABLES[f"{_prefix}_SECRETS"] = (None, _text)
+
+
+def check_hooks(settings):
+    """Each enabled hook: an http(s) URI (plain http only to this machine, as GoTrue allows) and
+    Standard Webhooks secrets (`v1,whsec_…`, several joined by |), parsed into a list."""
+    for hook in HOOKS:
+        prefix = f"HOOK_{hook.upper()}"
+        raw = settings.get(f"{prefix}_SECRETS")
+        secrets_ = [part for part in raw.split("|") if part] if isinstance(raw, str) else list(raw or [])
+        settings[f"{prefix}_SECRETS"] = secrets_
+        if not settings.get(f"{prefix}_ENABLED"):
+            continue
+        uri = settings.get(f"{prefix}_URI") or ""
+        try:
+            parsed = urlsplit(uri)
+            host = parsed.hostname
+        except ValueError:
+            host = None
+        if not host or parsed.scheme not in ("http", "https"):
+            raise ConfigError(f"{prefix}_URI must be the hook's http(s) URL, not {uri!r} (no pg-functions)")
+        if parsed.scheme == "http" and host not in LOOPBACK_HOSTS:
+            raise ConfigError(f"{prefix}_URI: plain http is only for a hook on this machine; use https")
+        if not secrets_ or not all(HOOK_SECRET.fullmatch(secret) for secret in secrets_):
+            raise ConfigError(
+                f"{prefix}_SECRETS must be Standard Webhooks secrets, v1,whsec_<base64>, several joined by |"
+            )
 
 
 def setting(name):
@@ -254,6 +330,10 @@ def flask_settings(settings):
         prefix = f"EXTERNAL_{provider.upper()}"
         if settings.get(f"{prefix}_ENABLED") and not (settings.get(f"{prefix}_CLIENT_ID") or "").strip(" ,"):
             raise ConfigError(f"{prefix}_ENABLED is true: {prefix}_CLIENT_ID must be set too")
+    shared = set(settings["PUBLISHABLE_KEYS"].values()) & set(settings["SECRET_KEYS"].values())
+    if shared:
+        raise ConfigError("PUBLISHABLE_KEYS and SECRET_KEYS share a key: each key has one role")
+    check_hooks(settings)
     templates = settings["EMAIL_TEMPLATES"]
     if templates and not Path(templates).is_dir():
         raise ConfigError(f"EMAIL_TEMPLATES must be a folder of templates: {templates} is not one")

@@ -11,7 +11,7 @@ from limits import parse as parse_limit
 from sqlalchemy import delete, insert, select, update
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
-from auth import audit, identity, sessions, tokens
+from auth import audit, hooks, identity, sessions, tokens
 from auth.passwords import (
     MIN_LENGTH,
     dummy_hash,
@@ -111,15 +111,18 @@ def split_metadata(data):
     return columns, about, extra
 
 
-def create_user(email, password, data, hashed=None):
+def create_user(email, password, data, hashed=None, provider="email"):
     """Insert a user (bcrypt hash, active=1, joined=now) and their profile; the new user_id. A user
-    made by a provider comes with `hashed`, a hash no password matches, instead of a password."""
+    made by a provider comes with `hashed`, a hash no password matches, instead of a password.
+    Every way a user is made comes here, so the before_user_created hook sees (and may veto) each."""
     if hashed is None:
         check_password_strength(password)
     columns, about, extra = split_metadata(data)
     one_sign_up_at_a_time(email)
     if find_credentials(email) is not None:
         raise user_already_exists()
+    if hooks.enabled("before_user_created"):
+        hooks.before_user_created(proposed_user(email, data, provider))
     users = users_table()
     for name in required_without_default(users):
         if columns.get(name) is None:
@@ -154,6 +157,24 @@ def refuse_a_broken_rule(exc):
     is down (MariaDB's 4025 is an OperationalError)."""
     if error_code(exc) in CHECK_VIOLATIONS or "CHECK constraint failed" in str(getattr(exc, "orig", "")):
         raise validation_failed("A value breaks a rule of the users table") from None
+
+
+def proposed_user(email, data, provider):
+    """The user object a before_user_created hook sees: GoTrue's shape, without an id yet."""
+    now = tokens.utcnow().isoformat() + "Z"
+    return {
+        "id": None,
+        "aud": "authenticated",
+        "role": "authenticated",
+        "email": email,
+        "phone": "",
+        "app_metadata": {"provider": provider, "providers": [provider]},
+        "user_metadata": {key: value for key, value in data.items() if value is not None},
+        "identities": [],
+        "created_at": now,
+        "updated_at": now,
+        "is_anonymous": False,
+    }
 
 
 def set_password_hash(user_id, hashed):
@@ -308,6 +329,8 @@ def sign_in(email, password, ip):
     with RESERVING[zlib.crc32(f"{ip}|{email}".encode()) % len(RESERVING)]:
         found, hashed, usable, failures = transactions.write(_reserve_attempt, email, ip)
     right = verify_password(password, hashed) and usable
+    if usable and hooks.enabled("password_verification_attempt"):
+        ask_password_hook(found.user_id, right, ip)  # outside any transaction, as GoTrue calls it
     return transactions.write(_finish_sign_in, found, failures, right, password)
 
 
@@ -345,6 +368,17 @@ def _finish_sign_in(found, failures, right, password):
         rehashed = hash_password(password, setting("BCRYPT_ROUNDS"), prefix=family(found.password))
         db.session.execute(update(users).where(users.c.user_id == found.user_id).values(password=rehashed))
     return sessions.start(found.user_id)
+
+
+def ask_password_hook(user_id, valid, ip):
+    """The password_verification_attempt hook's decision on this attempt: a rejection is GoTrue's
+    400 invalid_credentials with the hook's message, and ends the user's sessions if it says so."""
+    rejected, message, log_out = hooks.password_verification_attempt(hooks.subject(user_id), valid, ip)
+    if not rejected:
+        return
+    if log_out:
+        transactions.write(sessions.end, Session.user_id == user_id)
+    raise APIError(400, Auth.INVALID_CREDENTIALS, message)  # the attempt stays counted
 
 
 def signed_in_user(who):

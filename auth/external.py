@@ -288,7 +288,7 @@ def _user_for_address(name, profile):
         raise APIError(422, Auth.SIGNUP_DISABLED, "Signups not allowed for this instance")
     data = {key: profile[key] for key in ("full_name", "avatar_url") if profile.get(key)}
     try:
-        return accounts.create_user(email, None, data, hashed=unusable_hash())
+        return accounts.create_user(email, None, data, hashed=unusable_hash(), provider=name)
     except APIError as failure:
         if failure.error_code == Auth.USER_ALREADY_EXISTS:  # no user had the address a moment ago
             raise _Raced() from None

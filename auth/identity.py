@@ -1,6 +1,7 @@
 """Who a bearer token belongs to: an API key's role, or a signed-in user whose session is looked up
 in the database on every request, so that a session ended on any instance is refused at once."""
 
+import hmac
 from dataclasses import dataclass
 
 import sqlalchemy as sa
@@ -27,9 +28,32 @@ class Identity:
     aal: str | None = None  # the session's assurance level: aal1, or aal2 after a second factor
 
 
+SECRET_KEY_PREFIX = "sb_secret_"
+OPAQUE_KEY_PREFIX = "sb_"
+
+
 def api_key_role(key):
-    """anon or service_role for a valid API key, else None."""
+    """anon or service_role for a valid API key, else None: a JWT key (anon or service_role,
+    signed with JWT_SECRET) or one of PUBLISHABLE_KEYS (anon) and SECRET_KEYS (service_role)."""
+    if key.startswith(OPAQUE_KEY_PREFIX):
+        return opaque_key_role(key)
     return tokens.api_key_role(key, setting("JWT_SECRET"))
+
+
+def opaque_key_role(key):
+    """The role of a listed sb_publishable_/sb_secret_ key, or None. Every listed key is compared,
+    in constant time, whatever matched: the answer's timing tells nothing about any key."""
+    presented = key.encode()
+    role = None
+    for keys, key_role in ((setting("PUBLISHABLE_KEYS"), "anon"), (setting("SECRET_KEYS"), "service_role")):
+        for listed in keys.values():
+            if hmac.compare_digest(presented, listed.encode()):
+                role = key_role
+    return role
+
+
+def is_secret_key(key):
+    return key.startswith(SECRET_KEY_PREFIX)
 
 
 def identify(token):
@@ -38,7 +62,7 @@ def identify(token):
     if role is not None:
         return Identity(role)
     try:
-        claims = tokens.decode_access_token(token, setting("JWT_SECRET"))
+        claims = tokens.decode_access_token(token, setting("JWT_KEYS"))
     except tokens.TokenError as exc:
         raise (bad_jwt("Token has expired") if exc.expired else bad_jwt()) from None
     # A read of its own, prepared once and ended at once, on a pooled connection: no ORM session for

@@ -15,7 +15,7 @@ import pyotp
 import segno
 from sqlalchemy import delete, func, select, update
 
-from auth import audit, encryption, sessions, tokens
+from auth import audit, encryption, hooks, sessions, tokens
 from auth.users import factor_object, load_user
 from config import setting
 from database.transactions import CommitAndRaise, transactional
@@ -173,6 +173,13 @@ def verify(who, factor_id, challenge_id, code, ip):
             .values(last_step=step)
         ).rowcount
     )
+    if hooks.enabled("mfa_verification_attempt"):
+        rejected, message = hooks.mfa_verification_attempt(
+            hooks.subject(who.user_id), factor.id, bool(accepted), ip
+        )
+        if rejected:  # GoTrue's answer: the user's sessions end, this attempt is refused
+            sessions.end(Session.user_id == who.user_id)
+            raise CommitAndRaise(APIError(403, Auth.MFA_VERIFICATION_REJECTED, message))
     if not accepted:
         raise CommitAndRaise(APIError(422, Auth.MFA_VERIFICATION_FAILED, "Invalid TOTP code entered"))
     found.verified_at = tokens.utcnow()

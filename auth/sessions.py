@@ -7,7 +7,7 @@ from datetime import UTC
 
 from sqlalchemy import delete, or_, select, update
 
-from auth import audit, tokens
+from auth import audit, hooks, tokens
 from auth.users import is_banned, load_user, user_object
 from config import setting
 from database.transactions import CommitAndRaise, transactional
@@ -67,9 +67,11 @@ def start(user_id, method=None):
     return session_object(row, session, refresh)
 
 
-def session_object(row, session, refresh):
+def session_object(row, session, refresh, method=None):
     """GoTrue's session object: a fresh access token, the session's refresh token and the user
-    (`row`, from load_user)."""
+    (`row`, from load_user). With the custom_access_token hook on, the token carries the claims it
+    approves, or there is no token (the hook's error). `method`: how the token came to be asked
+    for, as GoTrue tells the hook (the sign-in's own method by default, token_refresh)."""
     user = user_object(row)
     user_id = row.user_id
     secret = setting("JWT_SECRET")
@@ -84,7 +86,11 @@ def session_object(row, session, refresh):
         "user_metadata": user["user_metadata"],
         "app_metadata": user["app_metadata"],
     }
-    access, expires_at = tokens.access_token(claims, secret, setting("JWT_EXPIRY"))
+    payload = tokens.access_claims(claims, setting("JWT_EXPIRY"))
+    if hooks.enabled("custom_access_token"):
+        method = method or claims["amr"][0]["method"]
+        payload = hooks.customize_access_token(claims["sub"], payload, method)
+    access, expires_at = tokens.sign_access_claims(payload, setting("JWT_KEYS")), payload["exp"]
     refresh_token = tokens.refresh_token(
         session.id,
         user_id,
@@ -217,7 +223,7 @@ def refresh(token):
     if user is None:
         raise refresh_token_not_found()
     refuse_if_locked_out(user)
-    return session_object(user, session, current)
+    return session_object(user, session, current, method="token_refresh")
 
 
 def _reuse(row, session, now):

@@ -1,4 +1,7 @@
-"""Signed tokens: API keys, access tokens and refresh tokens (HS256 only), and the clock they use."""
+"""Signed tokens: API keys, access tokens and refresh tokens, and the clock they use. Access tokens
+are signed with the keyring's signing key (ES256 or RS256, auth/signing_keys.py) or HS256 with
+JWT_SECRET, and verified with the key their header's kid names; everything else is HS256 with
+JWT_SECRET. This module is the one place tokens are verified: every API (and Realtime) calls it."""
 
 import functools
 import hashlib
@@ -42,14 +45,17 @@ def utcnow():
     return datetime.fromtimestamp(now(), UTC).replace(tzinfo=None)
 
 
-def _verify(token, secret, require, issuer=ISSUER, **kwargs):
-    """The claims of a token with a valid HS256 signature, the issuer (any, when None) and the
-    `require`d claims. Expiry is not checked here but against our clock, in _decode."""
+def _verify(token, secret, require, issuer=ISSUER, algorithms=(ALGORITHM,), **kwargs):
+    """The claims of a token with a valid signature by `secret` (a public key with its one
+    algorithm, or the HS256 secret), the issuer (any, when None) and the `require`d claims. Expiry
+    is not checked here but against our clock, in _decode."""
     if not token.isascii():  # a JWT is base64url and dots; pyjwt cannot even encode some other text
         raise TokenError("invalid token: not ASCII")
     options = {"require": require, "verify_exp": False, "verify_iat": False, "verify_nbf": False}
     try:
-        claims = jwt.decode(token, secret, algorithms=[ALGORITHM], issuer=issuer, options=options, **kwargs)
+        claims = jwt.decode(
+            token, secret, algorithms=list(algorithms), issuer=issuer, options=options, **kwargs
+        )
     except jwt.PyJWTError as exc:
         raise TokenError(f"invalid token: {exc}") from None
     expires = claims.get("exp", 0)
@@ -96,9 +102,10 @@ def _verified_api_key(token, secret):
     return claims["role"], claims.get("exp", math.inf)
 
 
-def access_token(claims, secret, lifetime):
+def access_claims(claims, lifetime):
+    """The claims of an access token issued now."""
     issued = now()
-    payload = {
+    return {
         "iss": ISSUER,
         "aud": "authenticated",
         "role": "authenticated",
@@ -106,12 +113,39 @@ def access_token(claims, secret, lifetime):
         "exp": issued + lifetime,
         **claims,
     }
-    return jwt.encode(payload, secret, algorithm=ALGORITHM), payload["exp"]
 
 
-def decode_access_token(token, secret):
+def sign_access_claims(payload, keyring):
+    """`payload` signed as access tokens are: with the keyring's signing key and its kid, or HS256
+    with the secret when no signing keys are configured."""
+    if keyring.signing is None:
+        return jwt.encode(payload, keyring.secret, algorithm=ALGORITHM)
+    key = keyring.signing
+    return jwt.encode(payload, key.private_key, algorithm=key.algorithm, headers={"kid": key.kid})
+
+
+def verification_key(token, keyring):
+    """(key, [algorithm]) a token's signature must verify with, chosen by its header's kid: a token
+    without one is an HS256 token of JWT_SECRET (legacy keys, tokens issued before signing keys);
+    a kid names one of JWT_SIGNING_KEYS and that key's one algorithm, so a token cannot choose how
+    it is checked (an HS256 header over a public key, an RS256 header on an EC key). A kid that
+    names no key is refused."""
+    try:
+        header = jwt.get_unverified_header(token)
+    except jwt.PyJWTError as exc:
+        raise TokenError(f"invalid token: {exc}") from None
+    kid = header.get("kid")
+    if kid is None:
+        return keyring.secret, [ALGORITHM]
+    key = keyring.verifying.get(kid) if isinstance(kid, str) else None
+    if key is None:
+        raise TokenError("invalid token: its kid names no signing key")
+    return key.public_key, [key.algorithm]
+
+
+def decode_access_token(token, keyring):
     """The claims of a valid access token. Refresh tokens and API keys fail: they have no audience."""
-    claims = _unexpired(dict(_verified_access_token(token, secret)))
+    claims = _unexpired(dict(_verified_access_token(token, keyring)))
     if claims.get("role") != "authenticated" or claims.get("typ") == REFRESH_TYPE:
         raise TokenError("not an access token")
     if not isinstance(claims["session_id"], str) or user_id_of(claims["sub"]) is None:
@@ -131,11 +165,15 @@ def user_id_of(sub):
 
 
 @functools.lru_cache(maxsize=1024)
-def _verified_access_token(token, secret):
+def _verified_access_token(token, keyring):
     """The claims of a well-signed token with an audience. A client presents its access token on
     every request for up to an hour, so its signature is checked once; expiry each time. A token
     that fails raises, and failures are not remembered."""
-    return _verify(token, secret, ["iat", "exp", "sub", "session_id", "aud"], audience="authenticated")
+    if not token.isascii():
+        raise TokenError("invalid token: not ASCII")
+    key, algorithms = verification_key(token, keyring)
+    required = ["iat", "exp", "sub", "session_id", "aud"]
+    return _verify(token, key, required, algorithms=algorithms, audience="authenticated")
 
 
 def refresh_token(session_id, user_id, jti, issued, secret, lifetime):

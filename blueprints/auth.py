@@ -113,6 +113,13 @@ def logout(who):
     return "", 204
 
 
+@bp.get("/.well-known/jwks.json")
+def jwks():
+    """The public signing keys, for verifying access tokens without a round trip (getClaims());
+    cached as GoTrue lets them be, so a rotation reaches verifiers within ten minutes."""
+    return current_app.config["JWT_KEYS"].jwks(), {"Cache-Control": "public, max-age=600"}
+
+
 @bp.get("/settings")
 def settings():
     return {

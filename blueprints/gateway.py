@@ -12,8 +12,8 @@ from urllib.parse import parse_qsl, urlencode
 from flask import current_app, g, request
 from sqlalchemy.exc import DBAPIError
 
-from auth import audit, tokens
-from auth.identity import Identity, identify
+from auth import audit
+from auth.identity import Identity, api_key_role, identify, is_secret_key
 from blueprints import responses
 from database import transactions
 from errors import REFUSED_BY_SERVER, APIError, Auth, Rest, Storage, bad_jwt, no_authorization, storage_error
@@ -22,8 +22,16 @@ from extensions import client_ip
 PROTECTED_PREFIXES = ("/auth/v1", "/rest/v1", "/storage/v1", "/realtime/v1")
 # Reached by a browser from a link in a mail or a provider's redirect, which cannot add a header:
 # open without a key, as at Supabase's gateway.
+# The public signing keys are public: anyone verifying a token fetches them, without a key.
+JWKS_PATH = "/auth/v1/.well-known/jwks.json"
 OPEN_ROUTES = frozenset(
-    {("GET", "/auth/v1/verify"), ("GET", "/auth/v1/authorize"), ("GET", "/auth/v1/callback")}
+    {
+        ("GET", "/auth/v1/verify"),
+        ("GET", "/auth/v1/authorize"),
+        ("GET", "/auth/v1/callback"),
+        ("GET", JWKS_PATH),
+        ("HEAD", JWKS_PATH),
+    }
 )
 # The same for the storage URLs apps put in <img src> or hand to a client without credentials: public
 # objects, and signed URLs, whose token is the permission.
@@ -33,6 +41,7 @@ OPEN_PREFIXES = {
     "HEAD": ("/storage/v1/object/public/", "/storage/v1/object/sign/"),
     "PUT": ("/storage/v1/object/upload/sign/",),
 }  # fmt: skip
+BROWSER_AGENT = "Mozilla/"
 # Query parameters whose values are secrets: the log shows that they were sent, not what they were.
 SECRET_PARAMETERS = frozenset({"apikey", "access_token", "refresh_token", "token", "token_hash", "password"})
 
@@ -104,12 +113,26 @@ def require_api_key():
             hint="No `apikey` request header or url param was found.",
             api="rest",
         )
-    role = tokens.api_key_role(key, current_app.config["JWT_SECRET"])
+    role = api_key_role(key)
     if role is None:
         raise APIError(
             401, Auth.INVALID_API_KEY, "Invalid API key", hint="Double check your apikey.", api="rest"
         )
+    refuse_secret_key_in_browser(key)
     g.api_key_role = role
+
+
+def refuse_secret_key_in_browser(key):
+    """A secret key (sb_secret_…) sent by a browser is refused, as Supabase's gateway refuses it:
+    every browser's User-Agent starts with Mozilla/, and a key in a page is a leaked key."""
+    if is_secret_key(key) and request.headers.get("User-Agent", "").startswith(BROWSER_AGENT):
+        raise APIError(
+            401,
+            Auth.INVALID_API_KEY,
+            "Forbidden use of secret API key in browser",
+            hint="Secret API keys belong on servers; a browser app uses a publishable key.",
+            api="rest",
+        )
 
 
 def bearer_token():
@@ -130,6 +153,8 @@ def identity():
     if "identity" not in g:
         try:
             token = bearer_token()
+            if token is not None:
+                refuse_secret_key_in_browser(token)
             g.identity = Identity(g.api_key_role) if token is None else identify(token)
             if g.identity.user_id is not None:
                 audit.acting(g.identity.user.email, g.identity.user_id)
@@ -186,7 +211,7 @@ def secure_headers(response):
     response.headers["X-Content-Type-Options"] = "nosniff"
     if response.status_code in (201, 204) and response.calculate_content_length() == 0:
         del response.headers["Content-Type"]  # nothing to label, least of all as text/html
-    if request.path.startswith("/auth/"):
+    if request.path.startswith("/auth/") and request.path != JWKS_PATH:
         # Sessions, tokens and users: never kept by a browser or a proxy cache.
         response.headers["Cache-Control"] = "no-store"
     return response

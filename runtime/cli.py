@@ -1,11 +1,15 @@
 """Command-line administration: `flask --app app keys | create-user | deactivate-user | revoke-sessions |
 admin grant|revoke`."""
 
+import json
+import secrets
+
 import click
 from flask import current_app
 from flask.cli import with_appcontext
 
-from auth import accounts, administration, audit, sessions, tokens
+import config
+from auth import accounts, administration, audit, sessions, signing_keys, tokens
 from database import transactions
 from errors import APIError
 from models import Session
@@ -24,13 +28,40 @@ def _user_id(email):
     return found.user_id
 
 
-@click.command("keys")
+@click.group("keys", invoke_without_command=True)
+@click.pass_context
+def keys(context):
+    """Print the anon and service_role API keys; `keys generate-signing-key` makes a signing key."""
+    if context.invoked_subcommand is None:
+        context.invoke(print_keys)
+
+
 @with_appcontext
-def keys():
-    """Print the anon and service_role API keys."""
+def print_keys():
     secret = current_app.config["JWT_SECRET"]
     click.echo(f"anon key:         {tokens.api_key('anon', secret)}")
     click.echo(f"service_role key: {tokens.api_key('service_role', secret)}")
+
+
+@keys.command("generate-signing-key")
+@click.option("--alg", "algorithm", type=click.Choice(["ES256", "RS256"]), default="ES256", show_default=True)
+@click.option("--standby", is_flag=True, help='key_ops ["verify"]: published and trusted, not yet signing.')
+def generate_signing_key(algorithm, standby):
+    """Print a new private JWK for JWT_SIGNING_KEYS (one line of JSON: keep it secret)."""
+    key = signing_keys.generate(algorithm)
+    if standby:
+        key["key_ops"] = ["verify"]
+    click.echo(json.dumps(key))
+
+
+@keys.command("generate-api-key")
+@click.option(
+    "--secret", is_flag=True, help="an sb_secret_ key (service_role) instead of sb_publishable_ (anon)"
+)
+def generate_api_key(secret):
+    """Print a new key for PUBLISHABLE_KEYS (or, with --secret, SECRET_KEYS)."""
+    prefix = config.API_KEY_PREFIXES["SECRET_KEYS" if secret else "PUBLISHABLE_KEYS"]
+    click.echo(prefix + secrets.token_urlsafe(24))
 
 
 @click.command("create-user")
