@@ -175,6 +175,8 @@ VARIABLES = {
     ),  # unread messages before a socket is closed
     # E-mail: confirmation, recovery, magic links, one-time codes (README: Password reset and e-mail).
     "MAILER_AUTOCONFIRM": ("true", _boolean),
+    # A password change from a session older than 24 hours needs a mailed nonce (GET /reauthenticate).
+    "SECURE_PASSWORD_CHANGE": ("false", _boolean),
     "SMTP_HOST": (None, _text),
     "SMTP_PORT": ("587", lambda n, v: _integer(n, v, 1)),
     "SMTP_USER": (None, _text),

@@ -52,6 +52,8 @@ class Auth:
     OVER_REQUEST_RATE_LIMIT = "over_request_rate_limit"
     PROVIDER_DISABLED = "provider_disabled"
     PROVIDER_EMAIL_NEEDS_VERIFICATION = "provider_email_needs_verification"
+    REAUTHENTICATION_NEEDED = "reauthentication_needed"
+    REAUTHENTICATION_NOT_VALID = "reauthentication_not_valid"
     REQUEST_TOO_LARGE = "request_too_large"
     REFRESH_TOKEN_ALREADY_USED = "refresh_token_already_used"
     REFRESH_TOKEN_NOT_FOUND = "refresh_token_not_found"

@@ -394,15 +394,6 @@ def current_user(user_id):
     return user_object(row)
 
 
-@transactional
-def update_user(who, fields):
-    """PATCH/PUT /user: flat fields win over the same keys in `data`; a new password ends the
-    user's other sessions."""
-    require_aal2_for_credentials(who, fields)
-    change_user(who.user_id, fields, keep_session=who.session_id)
-    return current_user(who.user_id)
-
-
 def require_aal2_for_credentials(who, fields):
     """GoTrue's rule: once a user has a verified second factor, a password sign-in or a recovery
     link (aal1) no longer changes the password or the address; that takes the second factor too."""
@@ -420,7 +411,8 @@ def require_aal2_for_credentials(who, fields):
 
 
 def change_user(user_id, fields, keep_session=None):
-    """Apply an update (without committing); a new password ends every session but `keep_session`."""
+    """Apply an update (without committing): flat fields win over the same keys in `data`; a new
+    password ends every session but `keep_session`."""
     users = users_table()
     data = fields.get("data") or {}
     columns, about, extra_changes = split_metadata(data)

@@ -23,10 +23,11 @@ from database import transactions
 from database.transactions import CommitAndRaise, transactional
 from errors import APIError, Auth, user_banned, user_inactive, user_not_found, validation_failed
 from extensions import db, state
-from models import EmailSend, OneTimeToken, Profile, upsert, users_table
+from models import EmailSend, OneTimeToken, Profile, Session, upsert, users_table
 
 MAX_WRONG_GUESSES = 5
 TEMPLATES = {
+    "reauthentication": "reauthentication",
     "signup": "confirmation",
     "recovery": "recovery",
     "magiclink": "magic_link",
@@ -48,6 +49,7 @@ LINK_TYPES = ("signup", "invite", "magiclink", "recovery", "email_change_current
 EMAIL_CHANGES = ("email_change_current", "email_change_new")
 # GoTrue's authentication method of each purpose: a PKCE flow's, and its session's `amr`.
 METHODS = {
+    "reauthentication": "reauthentication",
     "signup": "email/signup",
     "recovery": "recovery",
     "magiclink": "magiclink",
@@ -252,6 +254,47 @@ def resend(kind, email, redirect_to, challenge=None):
     return {}
 
 
+# --- reauthentication: a code that a password change from an old session needs
+
+
+REAUTHENTICATION_AGE = timedelta(hours=24)  # GoTrue's: a session younger than this needs no code
+
+
+@transactional
+def reauthenticate(who):
+    """GET /reauthenticate: a 6-digit nonce mailed to the signed-in user's (confirmed) address."""
+    row = who.user
+    if row.unconfirmed:
+        raise APIError(422, Auth.EMAIL_NOT_CONFIRMED, "Please verify your email first.")
+    throttle(row.email)
+    send("reauthentication", who.user_id, row.email, None)
+    return {}
+
+
+def check_reauthentication(who, nonce):
+    """With SECURE_PASSWORD_CHANGE, a password change from a session older than 24 hours needs the
+    nonce GET /reauthenticate mailed, once (not committed: the change's transaction uses it up)."""
+    if not setting("SECURE_PASSWORD_CHANGE"):
+        return
+    created = db.session.execute(select(Session.created_at).where(Session.id == who.session_id)).scalar()
+    if created is not None and tokens.utcnow() - created < REAUTHENTICATION_AGE:
+        return
+    if not nonce:
+        raise APIError(400, Auth.REAUTHENTICATION_NEEDED, "Password update requires reauthentication")
+    found = db.session.execute(
+        select(OneTimeToken)
+        .where(OneTimeToken.user_id == who.user_id, OneTimeToken.purpose == "reauthentication")
+        .with_for_update()
+    ).scalar_one_or_none()
+    invalid = APIError(422, Auth.REAUTHENTICATION_NOT_VALID, "Nonce has expired or is invalid")
+    if found is None or found.expires_at <= tokens.utcnow() or found.wrong_guesses >= MAX_WRONG_GUESSES:
+        raise invalid
+    if not hmac.compare_digest(found.code_hash, _code_hash(who.user_id, "reauthentication", nonce)):
+        found.wrong_guesses += 1
+        raise CommitAndRaise(invalid)  # the guess is counted
+    db.session.delete(found)  # single use
+
+
 def change_email(user_id, new_email, redirect_to):
     """An address change with MAILER_AUTOCONFIRM off: the new address gets a link, and the change
     happens when it is followed; `new_email` shows it meanwhile (not committed)."""
@@ -270,10 +313,22 @@ def _record_email_change(user_id, new_email):
 
 
 @transactional
+def update_user(who, fields, redirect_to):
+    """PATCH/PUT /user: a password change may need the reauthentication nonce first; with
+    MAILER_AUTOCONFIRM off a new address is confirmed by mail; the rest is accounts.change_user's."""
+    nonce = fields.pop("nonce", None)
+    accounts.require_aal2_for_credentials(who, fields)
+    if "password" in fields:
+        check_reauthentication(who, nonce)
+    if "email" in fields and not setting("MAILER_AUTOCONFIRM"):
+        return update_user_confirming_email(who, fields, redirect_to)
+    accounts.change_user(who.user_id, fields, keep_session=who.session_id)
+    return accounts.current_user(who.user_id)
+
+
 def update_user_confirming_email(who, fields, redirect_to):
     """PATCH /user with MAILER_AUTOCONFIRM off: every other field changes now, the address only when
     the link mailed to it is followed."""
-    accounts.require_aal2_for_credentials(who, fields)
     new_email = fields.pop("email")
     accounts.change_user(who.user_id, fields, keep_session=who.session_id)
     if new_email != (who.user.email or "").strip().lower():

@@ -100,10 +100,14 @@ def get_user(who):
 @bp.route("/user", methods=["PATCH", "PUT"])
 @requires_user
 def update_user(who):
-    fields = load(update_schema)
-    if "email" in fields and not current_app.config["MAILER_AUTOCONFIRM"]:
-        return string_id_for_sdks(emails.update_user_confirming_email(who, fields, redirect_to()))
-    return string_id_for_sdks(accounts.update_user(who, fields))
+    return string_id_for_sdks(emails.update_user(who, load(update_schema), redirect_to()))
+
+
+@bp.get("/reauthenticate")
+@limiter.limit("30 per 5 minutes")
+@requires_user
+def reauthenticate(who):
+    return emails.reauthenticate(who)
 
 
 @bp.post("/logout")

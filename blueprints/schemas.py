@@ -105,8 +105,9 @@ class UserUpdateSchema(_Base):
     last_name = fields.String(allow_none=True)
     about = fields.String(allow_none=True)
     data = fields.Dict(keys=fields.String(), allow_none=True)
+    nonce = fields.String()  # the reauthentication code a password change may need
 
-    ignored_fields = IGNORED_USER_FIELDS
+    ignored_fields = IGNORED_USER_FIELDS - {"nonce"}
 
     @pre_load
     def drop_gotrue_fields(self, data, **kwargs):

@@ -734,3 +734,138 @@ def test_supabase_py_resets_a_password_under_pkce(live_mailing, anon_key, smtp):
         assert old.value.code == "invalid_credentials"
         signed_in = client.sign_in_with_password({"email": "ann@example.com", "password": "brand-new-pw"})
         assert signed_in.session.access_token
+
+
+# --- reauthentication: GET /reauthenticate and SECURE_PASSWORD_CHANGE, as GoTrue does them: a
+# password change from a session older than 24 hours needs the nonce mailed to the user, once.
+
+DAY = 24 * 3600
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    """The service's clock; `clock.move(seconds)` moves it forward."""
+
+    class Clock:
+        offset = 0
+
+        def move(self, seconds):
+            self.offset += seconds
+
+    moved = Clock()
+    real = tokens.now
+    monkeypatch.setattr(tokens, "now", lambda: real() + moved.offset)
+    return moved
+
+
+def nonce_in(message):
+    assert message["Subject"] == "Confirm it is you"
+    return re.search(r"\b(\d{6})\b", message.get_body(("plain",)).get_content()).group(1)
+
+
+def refreshed(api, session):
+    response = api.post(
+        "/auth/v1/token?grant_type=refresh_token", json={"refresh_token": session["refresh_token"]}
+    )
+    assert response.status_code == 200, response.json
+    return response.json
+
+
+def test_a_password_change_from_an_old_session_needs_the_mailed_nonce(
+    make_mailing_app, anon_key, smtp, clock
+):
+    api = Api(make_mailing_app(SECURE_PASSWORD_CHANGE=True), anon_key)
+    session = api.sign_up()
+    # A session younger than a day changes the password without a nonce, as at GoTrue.
+    assert (
+        api.put("/auth/v1/user", token=session["access_token"], json={"password": "second-pw"}).status_code
+        == 200
+    )
+    clock.move(DAY + 60)
+    session = refreshed(api, session)
+    token = session["access_token"]
+    needed = api.put("/auth/v1/user", token=token, json={"password": "third-pw"})
+    assert_auth_error(needed, 400, "reauthentication_needed")
+    assert needed.json["msg"] == "Password update requires reauthentication"
+    assert_auth_error(
+        api.put("/auth/v1/user", token=token, json={"password": "third-pw", "nonce": "123456"}),
+        422,
+        "reauthentication_not_valid",
+    )
+    assert api.get("/auth/v1/reauthenticate", token=token).json == {}
+    nonce = nonce_in(smtp.last("ann@example.com"))
+    wrong = f"{(int(nonce) + 1) % 10**6:06d}"
+    invalid = api.put("/auth/v1/user", token=token, json={"password": "third-pw", "nonce": wrong})
+    assert_auth_error(invalid, 422, "reauthentication_not_valid")
+    assert invalid.json["msg"] == "Nonce has expired or is invalid"
+    assert (
+        api.put("/auth/v1/user", token=token, json={"password": "third-pw", "nonce": nonce}).status_code
+        == 200
+    )
+    assert api.sign_in(password="third-pw").status_code == 200
+    # Single use; and other changes than the password need none.
+    assert_auth_error(
+        api.put("/auth/v1/user", token=token, json={"password": "fourth-pw", "nonce": nonce}),
+        422,
+        "reauthentication_not_valid",
+    )
+    assert api.put("/auth/v1/user", token=token, json={"data": {"pet": "cat"}}).status_code == 200
+
+
+def test_a_nonce_is_the_users_own_and_expires(make_mailing_app, anon_key, smtp, clock):
+    api = Api(make_mailing_app(SECURE_PASSWORD_CHANGE=True, OTP_EXPIRY=600, EMAIL_RATE_LIMIT=0), anon_key)
+    ann, bob = api.sign_up(), api.sign_up(email="bob@example.com")
+    clock.move(DAY + 60)
+    ann, bob = refreshed(api, ann), refreshed(api, bob)
+    api.get("/auth/v1/reauthenticate", token=bob["access_token"])
+    bobs = nonce_in(smtp.last("bob@example.com"))
+    stolen = api.put("/auth/v1/user", token=ann["access_token"], json={"password": "third-pw", "nonce": bobs})
+    assert_auth_error(stolen, 422, "reauthentication_not_valid")
+    api.get("/auth/v1/reauthenticate", token=ann["access_token"])
+    anns = nonce_in(smtp.last("ann@example.com"))
+    clock.move(601)
+    ann = refreshed(api, ann)
+    late = api.put("/auth/v1/user", token=ann["access_token"], json={"password": "third-pw", "nonce": anns})
+    assert_auth_error(late, 422, "reauthentication_not_valid")
+
+
+def test_without_secure_password_change_no_nonce_is_asked(make_mailing_app, anon_key, smtp, clock):
+    api = Api(make_mailing_app(), anon_key)
+    session = api.sign_up()
+    clock.move(DAY + 60)
+    token = refreshed(api, session)["access_token"]
+    assert api.put("/auth/v1/user", token=token, json={"password": "second-pw"}).status_code == 200
+
+
+def test_reauthenticate_is_for_signed_in_users_only(make_mailing_app, anon_key, service_key, smtp):
+    api = Api(make_mailing_app(), anon_key)
+    assert_auth_error(api.get("/auth/v1/reauthenticate"), 401, "no_authorization")
+    assert_auth_error(api.get("/auth/v1/reauthenticate", token=service_key), 401, "bad_jwt")
+    assert_auth_error(api.get("/auth/v1/reauthenticate", token="not.a.token"), 401, "bad_jwt")
+    assert smtp.messages == []
+
+
+def test_supabase_js_reauthenticates_a_password_change(make_mailing_app, anon_key, smtp, clock, node_modules):
+    port = free_port()
+    app = make_mailing_app(SECURE_PASSWORD_CHANGE=True, API_EXTERNAL_URL=f"http://127.0.0.1:{port}")
+    base, stop = serve_app(app, port=port)
+    try:
+        with SupabaseJs(base, anon_key) as js:
+            assert (
+                js("app", "auth.signUp", {"email": "js@example.com", "password": "secret-pw"})["error"]
+                is None
+            )
+            clock.move(DAY + 60)
+            assert js("app", "auth.refreshSession")["error"] is None
+            needed = js("app", "auth.updateUser", {"password": "brand-new-pw"})
+            assert needed["error"]["code"] == "reauthentication_needed"
+            assert js("app", "auth.reauthenticate")["error"] is None
+            nonce = nonce_in(smtp.last("js@example.com"))
+            changed = js("app", "auth.updateUser", {"password": "brand-new-pw", "nonce": nonce})
+            assert changed["error"] is None and changed["data"]["user"]["email"] == "js@example.com"
+            signed_in = js(
+                "other", "auth.signInWithPassword", {"email": "js@example.com", "password": "brand-new-pw"}
+            )
+            assert signed_in["error"] is None
+    finally:
+        stop()
