@@ -68,11 +68,12 @@ def create_app(test_config=None):
     only_with_origin(app)
     app.extensions["minibase"] = Minibase()
 
-    from blueprints import admin, auth, dashboard, health, realtime, rest, storage
+    from blueprints import admin, auth, dashboard, health, not_offered, realtime, rest, storage
 
     app.register_blueprint(health.bp)
     app.register_blueprint(auth.bp)
     app.register_blueprint(admin.bp)
+    app.register_blueprint(not_offered.bp)
     app.register_blueprint(rest.bp)
     app.register_blueprint(storage.bp)
     app.register_blueprint(realtime.bp)

@@ -12,6 +12,7 @@ REFUSED_BY_SERVER = "minibase.refused"
 class Auth:
     """The auth API's error codes (GoTrue's names)."""
 
+    ANONYMOUS_PROVIDER_DISABLED = "anonymous_provider_disabled"
     BAD_CODE_VERIFIER = "bad_code_verifier"
     BAD_JSON = "bad_json"
     BAD_OAUTH_CALLBACK = "bad_oauth_callback"
@@ -27,6 +28,7 @@ class Auth:
     HOOK_PAYLOAD_OVER_SIZE_LIMIT = "hook_payload_over_size_limit"
     HOOK_TIMEOUT = "hook_timeout"
     HOOK_TIMEOUT_AFTER_RETRY = "hook_timeout_after_retry"
+    FEATURE_DISABLED = "feature_disabled"
     FLOW_STATE_EXPIRED = "flow_state_expired"
     FLOW_STATE_NOT_FOUND = "flow_state_not_found"
     IDENTITY_ALREADY_EXISTS = "identity_already_exists"
@@ -39,6 +41,8 @@ class Auth:
     METHOD_NOT_ALLOWED = "method_not_allowed"
     MFA_CHALLENGE_EXPIRED = "mfa_challenge_expired"
     MFA_FACTOR_NAME_CONFLICT = "mfa_factor_name_conflict"
+    MFA_PHONE_ENROLL_NOT_ENABLED = "mfa_phone_enroll_not_enabled"
+    MFA_WEBAUTHN_ENROLL_NOT_ENABLED = "mfa_webauthn_enroll_not_enabled"
     MFA_FACTOR_NOT_FOUND = "mfa_factor_not_found"
     MFA_IP_ADDRESS_MISMATCH = "mfa_ip_address_mismatch"
     MFA_VERIFICATION_FAILED = "mfa_verification_failed"
@@ -50,6 +54,7 @@ class Auth:
     OTP_EXPIRED = "otp_expired"
     OVER_EMAIL_SEND_RATE_LIMIT = "over_email_send_rate_limit"
     OVER_REQUEST_RATE_LIMIT = "over_request_rate_limit"
+    PHONE_PROVIDER_DISABLED = "phone_provider_disabled"
     PROVIDER_DISABLED = "provider_disabled"
     PROVIDER_EMAIL_NEEDS_VERIFICATION = "provider_email_needs_verification"
     REAUTHENTICATION_NEEDED = "reauthentication_needed"
@@ -57,6 +62,7 @@ class Auth:
     REQUEST_TOO_LARGE = "request_too_large"
     REFRESH_TOKEN_ALREADY_USED = "refresh_token_already_used"
     REFRESH_TOKEN_NOT_FOUND = "refresh_token_not_found"
+    SAML_PROVIDER_DISABLED = "saml_provider_disabled"
     SESSION_EXPIRED = "session_expired"
     SESSION_NOT_FOUND = "session_not_found"
     SIGNUP_DISABLED = "signup_disabled"
@@ -73,6 +79,7 @@ class Auth:
     USER_REFERENCED = "user_referenced"
     VALIDATION_FAILED = "validation_failed"
     WEAK_PASSWORD = "weak_password"
+    WEB3_PROVIDER_DISABLED = "web3_provider_disabled"
 
 
 class Rest:
@@ -190,6 +197,30 @@ def refresh_token_not_found():
 
 def validation_failed(message):
     return APIError(400, Auth.VALIDATION_FAILED, message)
+
+
+# What minibase does not offer, refused with GoTrue's own codes and texts for it switched off, so that
+# an app shows the message it was written for.
+
+
+def anonymous_disabled():
+    return APIError(422, Auth.ANONYMOUS_PROVIDER_DISABLED, "Anonymous sign-ins are disabled")
+
+
+def phone_disabled(message="Phone logins are disabled", status=400):
+    return APIError(status, Auth.PHONE_PROVIDER_DISABLED, message)
+
+
+def saml_disabled():
+    return APIError(404, Auth.SAML_PROVIDER_DISABLED, "SAML 2.0 is disabled")
+
+
+def oauth_server_disabled():
+    return APIError(404, Auth.FEATURE_DISABLED, "OAuth server is disabled")
+
+
+def web3_disabled():
+    return APIError(422, Auth.WEB3_PROVIDER_DISABLED, "Web3 provider is disabled")
 
 
 def bad_query(message, hint=None):

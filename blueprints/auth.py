@@ -21,7 +21,7 @@ from blueprints.schemas import (
     VerifySchema,
     load,
 )
-from errors import APIError, Auth
+from errors import APIError, Auth, web3_disabled
 from extensions import client_ip, limiter
 
 bp = Blueprint("auth", __name__, url_prefix="/auth/v1")
@@ -84,6 +84,8 @@ def token():
         return session_for_sdks(
             external.sign_in_with_id_token(body["provider"], body["id_token"], body["nonce"], linking)
         )
+    if grant == "web3":
+        raise web3_disabled()
     raise APIError(
         400,
         Auth.UNSUPPORTED_GRANT_TYPE,

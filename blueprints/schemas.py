@@ -1,4 +1,6 @@
-"""What the auth API accepts in a body, as marshmallow schemas; a misfit is a 400 validation_failed."""
+"""What the auth API accepts in a body, as marshmallow schemas; a misfit is a 400 validation_failed.
+A body asking for what minibase does not offer (a phone, an anonymous sign-in, a phone or WebAuthn
+factor) gets GoTrue's own error for it switched off."""
 
 import re
 from datetime import timedelta
@@ -6,8 +8,9 @@ from datetime import timedelta
 from flask import request
 from marshmallow import EXCLUDE, RAISE, Schema, ValidationError, fields, pre_load, validate
 
+from auth import emails
 from auth.passwords import MAX_BYTES
-from errors import APIError, Auth, validation_failed
+from errors import APIError, Auth, anonymous_disabled, phone_disabled, validation_failed
 from values import strict_json
 
 # GoTrue fields official clients may send to PUT /user that mean nothing here.
@@ -52,9 +55,25 @@ class _Pkce(_Base):
     code_challenge_method = fields.String(allow_none=True, load_default=None)
 
 
+def given(data, name):
+    """Whether a request body names `name` (GoTrue counts an empty string or null as not given)."""
+    return isinstance(data, dict) and data.get(name) not in (None, "")
+
+
 class SignUpSchema(_Pkce):
     class Meta:
         unknown = EXCLUDE
+
+    @pre_load
+    def refuse_what_is_not_offered(self, data, **kwargs):
+        """signInAnonymously() sends neither email, phone nor password; signUp({phone}) a phone.
+        A password without an email stays validation_failed, naming email."""
+        if not given(data, "email"):
+            if given(data, "phone"):
+                raise phone_disabled("Phone signups are disabled")
+            if not given(data, "password"):
+                raise anonymous_disabled()
+        return data
 
     email = fields.String(required=True, validate=EMAIL_RULES)
     password = fields.String(required=True, validate=_not_too_long)
@@ -64,6 +83,12 @@ class SignUpSchema(_Pkce):
 class PasswordGrantSchema(_Base):
     class Meta:
         unknown = EXCLUDE
+
+    @pre_load
+    def refuse_phone(self, data, **kwargs):
+        if given(data, "phone") and not given(data, "email"):
+            raise phone_disabled(status=422)
+        return data
 
     email = fields.String(required=True, validate=EMAIL_RULES)
     password = fields.String(required=True, validate=_not_too_long)
@@ -212,9 +237,23 @@ class OtpSchema(RecoverSchema):
     create_user = fields.Boolean(load_default=True)
     data = fields.Dict(keys=fields.String(), load_default=dict, allow_none=True)
 
+    @pre_load
+    def refuse_phone(self, data, **kwargs):
+        if given(data, "phone") and not given(data, "email"):
+            raise phone_disabled("Unsupported phone provider")
+        return data
+
 
 class ResendSchema(RecoverSchema):
     type = fields.String(required=True, validate=validate.OneOf(("signup", "email_change")))
+
+    @pre_load
+    def refuse_phone(self, data, **kwargs):
+        if isinstance(data, dict) and data.get("type") == "sms" and not given(data, "phone"):
+            raise validation_failed("Type provided requires a phone number")
+        if given(data, "phone") and not given(data, "email"):
+            raise phone_disabled()
+        return data
 
 
 class VerifySchema(_Base):
@@ -225,6 +264,17 @@ class VerifySchema(_Base):
     token_hash = fields.String(validate=validate.Length(max=200))
     email = fields.String(validate=EMAIL_RULES)
     token = fields.String(validate=validate.Length(max=200))
+
+    @pre_load
+    def refuse_phone(self, data, **kwargs):
+        """A phone's code (verifyOtp({phone, token, type: 'sms'})): no phone user exists here, so it
+        is what GoTrue answers a code that matches nothing."""
+        phone_type = isinstance(data, dict) and data.get("type") in ("sms", "phone_change")
+        if phone_type or (
+            given(data, "phone") and not given(data, "email") and not given(data, "token_hash")
+        ):
+            raise emails.otp_expired()
+        return data
 
 
 class GenerateLinkSchema(RecoverSchema):
@@ -256,6 +306,15 @@ class EnrollFactorSchema(Schema):
     factor_type = fields.String(required=True)
     friendly_name = fields.String(allow_none=True, load_default=None)
     issuer = fields.String(allow_none=True, load_default=None)
+
+    @pre_load
+    def refuse_what_is_not_offered(self, data, **kwargs):
+        kind = data.get("factor_type") if isinstance(data, dict) else None
+        if kind == "phone":
+            raise APIError(422, Auth.MFA_PHONE_ENROLL_NOT_ENABLED, "MFA enroll is disabled for Phone")
+        if kind == "webauthn":
+            raise APIError(422, Auth.MFA_WEBAUTHN_ENROLL_NOT_ENABLED, "MFA enroll is disabled for WebAuthn")
+        return data
 
 
 class VerifyFactorSchema(Schema):
