@@ -26,6 +26,7 @@ class Identity:
     session_id: str | None = None
     user: object = None  # the user and profile row (models.load_user's shape) of a signed-in caller
     aal: str | None = None  # the session's assurance level: aal1, or aal2 after a second factor
+    expires_at: int | None = None  # the access token's exp: when a connection it opened must end
 
 
 SECRET_KEY_PREFIX = "sb_secret_"
@@ -78,7 +79,7 @@ def identify(token):
         raise user_not_found(401)
     if not row.active:
         raise user_inactive(401)
-    return Identity("authenticated", row.user_id, claims["session_id"], row, row.session_aal)
+    return Identity("authenticated", row.user_id, claims["session_id"], row, row.session_aal, claims["exp"])
 
 
 def acting_user(user_id, aal):

@@ -12,7 +12,7 @@ import pytest
 import sqlalchemy as sa
 from cryptography.hazmat.primitives import serialization
 
-from auth import signing_keys, tokens
+from auth import identity, signing_keys, tokens
 from config import ConfigError
 from support import (
     SECRET,
@@ -91,6 +91,9 @@ def test_tokens_are_signed_with_the_signing_key_and_verify_with_the_published_on
     )
     assert claims["sub"] == "1" and claims["role"] == "authenticated"
     assert accepted_everywhere(api, token)
+    with api.app.app_context():  # the one call other servers (Realtime) verify a bearer with
+        who = identity.identify(token)
+    assert (who.user_id, who.role, who.expires_at) == (1, "authenticated", claims["exp"])
     assert api.post("/rest/v1/notes", token=token, json={"id": 1, "body": "x"}).status_code == 201
     refreshed = api.post(
         "/auth/v1/token?grant_type=refresh_token", json={"refresh_token": api.sign_in().json["refresh_token"]}
