@@ -649,3 +649,30 @@ def test_racing_first_sign_ins_of_one_provider_account_all_get_in_as_one_user(wo
         answers = list(pool.map(lambda _: id_token_grant(world, anon_key, token, raw), range(8)))
     assert [answer.status_code for answer in answers] == [200] * 8, [answer.text for answer in answers]
     assert len({answer.json()["user"]["id"] for answer in answers}) == 1
+
+
+def test_before_user_created_vetoes_a_providers_first_sign_in(make_world, anon_key):
+    from test_hooks import HOOK_SECRET, HookServer
+
+    hook = HookServer()
+    try:
+        hook.json({"error": {"http_code": 403, "message": "No strangers"}})
+        world = make_world(
+            HOOK_BEFORE_USER_CREATED_ENABLED=True,
+            HOOK_BEFORE_USER_CREATED_URI=hook.url,
+            HOOK_BEFORE_USER_CREATED_SECRETS=HOOK_SECRET,
+        )
+        landed = browse(authorize_url(world))
+        assert landed.startswith(APP) and "access_token" not in fragment(landed)
+        assert fragment(landed)["error_description"] == "No strangers"
+        raw, hashed = nonce_pair()
+        refused = id_token_grant(world, anon_key, provider_id_token(world, "phone-app", hashed), raw)
+        assert assert_auth_body(refused, 403, "unknown")["msg"] == "No strangers"
+        seen = hook.calls[-1]
+        assert seen["verified"] and seen["payload"]["user"]["app_metadata"]["provider"] == "keycloak"
+        hook.answer = lambda payload: (204, None, b"")
+        raw, hashed = nonce_pair()
+        allowed = id_token_grant(world, anon_key, provider_id_token(world, "phone-app", hashed), raw)
+        assert allowed.status_code == 200 and allowed.json()["access_token"]
+    finally:
+        hook.stop()
