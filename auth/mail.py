@@ -117,5 +117,5 @@ def send(message):
 
 
 def warn_if_not_configured(app):
-    if not app.config["SMTP_HOST"]:
+    if not app.config["SMTP_HOST"] and not app.config["HOOK_SEND_EMAIL_ENABLED"]:
         log.warning("SMTP_HOST is not set: e-mails (recovery, confirmation, magic links) go to this log")

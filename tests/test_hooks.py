@@ -409,3 +409,10 @@ def test_https_hooks_and_several_secrets_are_accepted():
         HOOK_SECRET,
         OTHER_SECRET,
     ]
+
+
+def test_with_the_send_email_hook_the_start_does_not_warn_about_smtp(hooked, caplog):
+    hooked("send_email")
+    assert "SMTP_HOST is not set" not in caplog.text
+    hooked()
+    assert "SMTP_HOST is not set" in caplog.text
