@@ -115,6 +115,13 @@ def access_claims(claims, lifetime):
     }
 
 
+def access_token(claims, secret, lifetime):
+    """An HS256 access token of `secret`, issued now; (token, exp). What tests and tools mint: the
+    service signs its own with sign_access_claims, by the keyring."""
+    payload = access_claims(claims, lifetime)
+    return jwt.encode(payload, secret, algorithm=ALGORITHM), payload["exp"]
+
+
 def sign_access_claims(payload, keyring):
     """`payload` signed as access tokens are: with the keyring's signing key and its kid, or HS256
     with the secret when no signing keys are configured."""

@@ -7,13 +7,14 @@ import signal
 import struct
 import time
 
+import jwt
 import pytest
 import requests
 from phoenix import Client
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
-from auth import tokens
+from auth import signing_keys, tokens
 from support import SECRET
 
 pytestmark = pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
@@ -239,3 +240,33 @@ def test_a_frame_past_the_message_size_closes_that_socket_with_1009(start_server
     assert closed.value.rcvd is not None and closed.value.rcvd.code == 1009
     other.nothing()
     assert other.join("room2")["status"] == "ok"
+
+
+def test_an_es256_token_joins_through_a_publishable_key(start_server):
+    """Signing keys and sb_ keys reach Realtime through the one verification the APIs use."""
+    key, stranger = (
+        signing_keys.generate("ES256", kid="live-key"),
+        signing_keys.generate("ES256", kid="live-key"),
+    )
+    publishable = "sb_publishable_" + "L" * 31
+    server = start_server(
+        JWT_SIGNING_KEYS=json.dumps([key]), PUBLISHABLE_KEYS=json.dumps({"web": publishable})
+    )
+    signed_up = requests.post(
+        f"{server.base}/auth/v1/signup",
+        headers={"apikey": publishable},
+        json={"email": "live@example.com", "password": "secret-pw"},
+        timeout=10,
+    ).json()
+    token = signed_up["access_token"]
+    assert jwt.get_unverified_header(token)["kid"] == "live-key"
+    client = Client(server, key=publishable)
+    assert client.join("room", access_token=token)["status"] == "ok"
+    claims = jwt.decode(token, options={"verify_signature": False})
+    forged = jwt.encode(
+        claims,
+        signing_keys.load([stranger], SECRET).signing.private_key,
+        "ES256",
+        headers={"kid": "live-key"},
+    )
+    assert client.join("other", access_token=forged)["response"]["reason"].startswith("InvalidJWTToken: ")
