@@ -52,7 +52,7 @@ def sign_in(email, password, ip):
     is no administrator gets the wrong password's answer, and the session their sign-in opened is
     ended at once."""
     session = accounts.sign_in(email, password, ip)
-    claims = tokens.decode_access_token(session["access_token"], setting("JWT_SECRET"))
+    claims = tokens.decode_access_token(session["access_token"], setting("JWT_KEYS"))
     return transactions.write(_open, email, claims, session["user"])
 
 

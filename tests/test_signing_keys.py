@@ -313,3 +313,16 @@ def test_supabase_py_get_claims_verifies_locally_after_fetching_the_jwks(served,
         with pytest.raises(AuthInvalidJwtError):
             client.get_claims(forge("known_kid_other_key", token))
         assert counted.paths == ["/auth/v1/.well-known/jwks.json"]
+
+
+def test_the_dashboard_signs_an_administrator_in_under_signing_keys(make, service_key):
+    from dashboard import sessions as dashboard_sessions
+
+    api = make(EC_A)
+    api.sign_up()
+    admin = Api(api.app, service_key)
+    assert admin.put("/auth/v1/admin/users/1", json={"app_metadata": {"role": "admin"}}).status_code == 200
+    with api.app.app_context():
+        cookie, needs_code = dashboard_sessions.sign_in("ann@example.com", "secret-pw", "127.0.0.1")
+        assert cookie and not needs_code
+        assert dashboard_sessions.current(cookie).email == "ann@example.com"
