@@ -140,7 +140,7 @@ def change(**values):
 
 
 def slow(payload):
-    time.sleep(1.5)
+    time.sleep(3)
     return 200, "application/json", json.dumps({"claims": payload["claims"]}).encode()
 
 
@@ -187,10 +187,10 @@ FAILING_HOOKS = [
 def test_a_custom_access_token_hook_that_fails_refuses_the_sign_in(
     hooked, hook, monkeypatch, answer, status, code
 ):
-    monkeypatch.setattr(hooks, "TIMEOUT", 0.5)
     api = hooked("custom_access_token")
     hook.answer = change()  # a hook that approves: the genuine control
     assert "access_token" in api.sign_up()
+    monkeypatch.setattr(hooks, "TIMEOUT", 1.0)  # the slow hook takes 3 s
     hook.answer = answer
     response = api.sign_in()
     body = assert_auth_error(response, status, code)
