@@ -8,9 +8,11 @@ lets the requests in flight finish (up to DRAIN_SECONDS) and returns."""
 
 import asyncio
 import contextlib
+import io
 import json
 import logging
 import signal
+import tempfile
 import threading
 import time
 
@@ -26,23 +28,36 @@ log = logging.getLogger("minibase")
 CLOSE_SECONDS = 3  # how long the sockets have to take their 1001 before the listener closes
 MAX_SOCKETS = 10000  # open files the process asks for: thousands of idle sockets are the use
 MAX_HEADER_BYTES = 256 * 1024  # a request's line and headers, as waitress's limit
+SPOOL_BYTES = 512 * 1024  # a request body past this is kept in a temporary file (waitress's inbuf_overflow)
+BODY = "minibase.body"  # the scope's key for the request's body, read whole (read_body)
 
 
 def application(app, realtime, threads):
-    """The ASGI application: the socket path to `realtime`, the rest to the Flask `app`."""
+    """The ASGI application: the socket path to `realtime`, the rest to the Flask `app`, each request
+    with its body already read whole (read_body)."""
 
-    def whole_body(environ, start_response):
-        # a2wsgi's input ends where the request's body does, chunked or not, as waitress's does; without
-        # saying so, werkzeug reads a body that has no Content-Length as empty (a chunked upload: 0 bytes).
-        environ["wsgi.input_terminated"] = True
+    def with_body(environ, start_response):
+        body, length = environ["asgi.scope"][BODY]
+        environ["wsgi.input"] = body
+        if length is not None:  # a chunked body's length, once it is in, as waitress gives it
+            environ["CONTENT_LENGTH"] = str(length)
+            environ.pop("HTTP_TRANSFER_ENCODING", None)
         return app(environ, start_response)
 
-    flask = WSGIMiddleware(whole_body, workers=threads)
+    flask = WSGIMiddleware(with_body, workers=threads)
+    limits = waitress_server.limits_of(app)
 
     async def serve(scope, receive, send):
         kind = scope["type"]
         if kind == "http":
-            return await flask(scope, receive, send)
+            body = await read_body(app, limits, scope, receive, send)
+            if body is None:
+                return None  # refused, or the client is gone
+            scope[BODY] = body
+            try:
+                return await flask(scope, receive, send)
+            finally:
+                body[0].close()
         if kind == "websocket":
             if scope["path"] == sessions.PATH:
                 return await realtime.session(scope, receive, send)
@@ -62,6 +77,66 @@ def application(app, realtime, threads):
                     return await send({"type": "lifespan.shutdown.complete"})
 
     return serve
+
+
+def expects_body(headers):
+    """Whether a request with `headers` (ASGI's: lowercase names) has a body to come: (declared
+    length or None, chunked)."""
+    length, chunked = None, False
+    for name, value in headers:
+        if name == b"content-length":
+            length = int(value)  # httptools has refused one that is not a number
+        elif name == b"transfer-encoding":
+            chunked = True
+    return length, chunked
+
+
+async def read_body(app, limits, scope, receive, send):
+    """The request's body, read in the event loop before any thread runs the app, as waitress reads it:
+    (a file at its start, its length when it was chunked), held in memory up to SPOOL_BYTES and in a
+    temporary file past that. a2wsgi ran the view as soon as the headers were in, and the view's read
+    of a body that trickled in held a thread for as long as the body took: THREADS slow POSTs held
+    them all. A body over the limit of its path (server.body_limit) is answered with the API's 413,
+    unread: a declared one before `100 Continue` would ask for it. A body that stops coming is
+    Protocol's to end. None when the request was answered here or its client is gone."""
+    declared, chunked = expects_body(scope["headers"])
+    if not declared and not chunked:
+        return io.BytesIO(), None
+    limit, too_large = waitress_server.body_limit(limits, scope["path"])
+    if declared is not None and declared > limit:
+        return await refuse(app, too_large, scope, send)
+    body = tempfile.SpooledTemporaryFile(SPOOL_BYTES) if (declared or limit) > SPOOL_BYTES else io.BytesIO()
+    received = 0
+    more = True
+    while more:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            body.close()
+            return None
+        chunk, more = message.get("body", b""), message.get("more_body", False)
+        received += len(chunk)
+        if received > limit:
+            body.close()
+            return await refuse(app, too_large, scope, send)
+        body.write(chunk)
+    body.seek(0)
+    return body, (received if chunked else None)
+
+
+async def refuse(app, error, scope, send):
+    """Answer the request in `scope` with the app's answer to the HTTP `error` (server.refusal), and
+    close its connection."""
+    method, path = scope["method"], waitress_server.api_root(scope["path"])
+    shaping = [
+        (name.decode("latin-1"), value.decode("latin-1"))
+        for name, value in scope["headers"]
+        if name.decode("latin-1").upper().replace("-", "_") in waitress_server.SHAPING_HEADERS
+    ]
+    status, headers, body = waitress_server.refusal(app, error, method, path, shaping)
+    headers = [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers]
+    await send({"type": "http.response.start", "status": int(status.split(" ", 1)[0]),
+                "headers": [*headers, (b"connection", b"close")]})  # fmt: skip
+    await send({"type": "http.response.body", "body": body})
 
 
 def _answered_upgrades(record):
@@ -101,7 +176,9 @@ class Protocol(HttpToolsProtocol):
     of its first byte for the next ones) and within MAX_HEADER_BYTES, or the connection is closed;
     uvicorn had neither limit, so a client trickling its headers, or one that opens a connection
     and sends nothing, held it for ever. A request it cannot parse is answered by the app in the
-    API's JSON error body (server.refusal), not in uvicorn's text/plain. `flask` is the app."""
+    API's JSON error body (server.refusal), not in uvicorn's text/plain. A request's body must keep
+    coming: nothing of it for CHANNEL_TIMEOUT and the connection is closed, as waitress closes one
+    silent that long (read_body reads it in the loop, so no thread waits on it). `flask` is the app."""
 
     flask = None
     head_timer = None
@@ -109,6 +186,8 @@ class Protocol(HttpToolsProtocol):
     head_bytes = 0  # what has come of the line and headers (and maybe a body's start) so far
     head_size = 0  # the line's and headers' own size, as parsed
     refused = False
+    body_timer = None  # while a request's body is arriving: closes the connection once it stalls
+    body_at = 0.0  # loop.time() of the body's last byte (or of its headers' end)
 
     def connection_made(self, transport):
         super().connection_made(transport)
@@ -116,6 +195,7 @@ class Protocol(HttpToolsProtocol):
 
     def connection_lost(self, exc):
         self.disarm()
+        self.body_done()
         super().connection_lost(exc)
 
     def arm(self):
@@ -168,14 +248,40 @@ class Protocol(HttpToolsProtocol):
         if self.head_size > MAX_HEADER_BYTES:
             return self.too_large()
         super().on_headers_complete()
+        if not (self.parser.should_upgrade() and self._should_upgrade()):
+            self.body_at = self.loop.time()
+            self.body_timer = self.loop.call_at(
+                self.body_at + waitress_server.CHANNEL_TIMEOUT, self.body_late
+            )
+
+    def body_late(self):
+        self.body_timer = None
+        if self.transport.is_closing():
+            return
+        now = self.loop.time()
+        if self.flow.read_paused:  # the app is not taking the body yet (a request pipelined behind)
+            self.body_at = now
+        if now < self.body_at + waitress_server.CHANNEL_TIMEOUT:
+            self.body_timer = self.loop.call_at(
+                self.body_at + waitress_server.CHANNEL_TIMEOUT, self.body_late
+            )
+        else:
+            self.transport.close()  # read_body sees the client gone; no thread was ever given it
 
     def on_body(self, body):
         if not self.refused:
+            self.body_at = self.loop.time()
             super().on_body(body)
 
     def on_message_complete(self):
+        self.body_done()
         if not self.refused:
             super().on_message_complete()
+
+    def body_done(self):
+        if self.body_timer is not None:
+            self.body_timer.cancel()
+            self.body_timer = None
 
     def send_400_response(self, msg):
         self.disarm()

@@ -44,6 +44,7 @@ HEADER_SECONDS = 10  # a request's line and headers must be in within this of it
 ACCEPTS_PER_TURN = 50  # connections accepted in one turn of the loop; room is made for as many
 DRAIN_SECONDS = 30
 POLL_SECONDS = 0.5  # how long the loop waits for a socket before it looks at the stop flag again
+FORM_BYTES = 1024 * 1024  # what a storage upload's form may add to the file (blueprints/storage.py)
 REQUEST_LINE_BYTES = 8192  # what a refused request's start is kept of, to find its path
 API_PREFIXES = ("/auth/v1", "/rest/v1", "/storage/v1")
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
@@ -115,6 +116,23 @@ def refusal(app, error, method, path, headers):
     return answer["status"], answer["headers"], body
 
 
+def body_limit(limits, path):
+    """(the largest body a request to `path` may have, the HTTP error for one larger), from the app's
+    `limits`: an upload to storage takes STORAGE_FILE_SIZE_LIMIT and its form's other fields, the
+    rest MAX_CONTENT_LENGTH."""
+    if path.startswith("/storage/"):
+        limit = limits["STORAGE_FILE_SIZE_LIMIT"]
+        error = RequestEntityTooLarge(f"The object exceeded the maximum allowed size ({limit} bytes)")
+        return limit + FORM_BYTES, error
+    limit = limits["MAX_CONTENT_LENGTH"]
+    return limit, RequestEntityTooLarge(f"The request body exceeds the limit of {limit} bytes")
+
+
+def api_root(path):
+    """The root of the API `path` is in, "/" for none."""
+    return next((prefix for prefix in API_PREFIXES if path == prefix or path.startswith(prefix + "/")), "/")
+
+
 def requested(start):
     """The method and the API root of a request from its first bytes, read leniently: (GET, "/")
     for what names neither a method nor one of the APIs."""
@@ -122,8 +140,7 @@ def requested(start):
     method = words[0].decode("latin-1")
     target = words[1].decode("latin-1") if len(words) > 1 else ""
     path = re.sub(r"^[a-zA-Z][a-zA-Z0-9+.-]*://[^/]*", "", target)  # absolute-form: http://host/path
-    api = next((prefix for prefix in API_PREFIXES if path == prefix or path.startswith(prefix + "/")), "/")
-    return (method if method in METHODS else "GET"), api
+    return (method if method in METHODS else "GET"), api_root(path)
 
 
 class Channel(HTTPChannel):
@@ -227,13 +244,13 @@ class Server(TcpWSGIServer):
                 f"The request's headers exceed the limit of {self.adj.max_request_header_size} bytes"
             )
         if error.code == 413:
-            if path.startswith("/storage/"):
-                limit = self.limits["STORAGE_FILE_SIZE_LIMIT"]
-                return RequestEntityTooLarge(f"The object exceeded the maximum allowed size ({limit} bytes)")
-            limit = self.limits["MAX_CONTENT_LENGTH"]
-            return RequestEntityTooLarge(f"The request body exceeds the limit of {limit} bytes")
+            return body_limit(self.limits, path)[1]
         # 400 (malformed), and 501 (a Transfer-Encoding other than chunked): a client's doing, a 400.
         return BadRequest(f"Malformed HTTP request: {message}")
+
+
+def limits_of(app):
+    return {name: app.config[name] for name in ("STORAGE_FILE_SIZE_LIMIT", "MAX_CONTENT_LENGTH")}
 
 
 def make_server(app, host, port, threads, sockets=None):
@@ -250,10 +267,10 @@ def make_server(app, host, port, threads, sockets=None):
         cleanup_interval=CLEANUP_INTERVAL,
         ident="minibase",
         # waitress buffers a body before the app sees it: past the largest upload (and its form), stop.
-        max_request_body_size=app.config["STORAGE_FILE_SIZE_LIMIT"] + 1024 * 1024,
+        max_request_body_size=app.config["STORAGE_FILE_SIZE_LIMIT"] + FORM_BYTES,
         **proxies,
     )
-    limits = {name: app.config[name] for name in ("STORAGE_FILE_SIZE_LIMIT", "MAX_CONTENT_LENGTH")}
+    limits = limits_of(app)
     if not sockets:
         return Server(app, limits, {}, adj=adjustments)
     (sock,) = sockets

@@ -624,3 +624,93 @@ def test_behind_the_documented_nginx_slow_clients_leave_health_answered(start, n
     header_timeout = int(re.search(r"client_header_timeout (\d+)s;", nginx_settings()[0]).group(1))
     assert max(attack.held) < header_timeout + 1 and oldest < header_timeout + 1, (max(attack.held), oldest)
     assert len(attack.held) >= SLOW_CLIENTS  # every one of them was dropped once by then
+
+
+SLOW_BODIES = 8  # POSTs whose body trickles in, against THREADS=4: twice as many as threads
+BODY = json.dumps({"email": "slow@example.com", "password": "not-the-password"}).encode()
+BODY_BYTE_SECONDS = 0.25  # a trickling client sends one byte of its body this often (BODY: ~15 s)
+STALL_BYTES = 5  # a stalling client sends this much of its body, then nothing
+
+
+class SlowBodies:
+    """SLOW_BODIES sign-ins to 127.0.0.1:`port` whose headers come at once and whose bodies do not,
+    from a process of its own: half trickle BODY a byte every BODY_BYTE_SECONDS to its end, half
+    send STALL_BYTES of it and stop. On leaving: `answers`, the status each trickling client got,
+    and `stalled`, how long after its last byte the server closed each stalled one (None: open)."""
+
+    def __init__(self, port, anon):
+        self.head = (
+            b"POST /auth/v1/token?grant_type=password HTTP/1.1\r\nHost: x\r\napikey: %s\r\n"
+            b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % (anon.encode(), len(BODY))
+        )
+        self.port = port
+        self.results, self.sender = multiprocessing.get_context("fork").Pipe(duplex=False)
+        self.stopping = multiprocessing.get_context("fork").Event()
+        self.process = multiprocessing.get_context("fork").Process(target=self.run, daemon=True)
+
+    def __enter__(self):
+        self.process.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stopping.set()
+        assert self.results.poll(20), "the clients did not report"
+        self.answers, self.stalled = self.results.recv()
+        self.process.join(timeout=10)
+
+    def run(self):
+        clients = []  # [socket, bytes of BODY to send, sent, last byte's time, closed after, answer]
+        for n in range(SLOW_BODIES):
+            sock = socket.create_connection(("127.0.0.1", self.port), timeout=5)
+            sock.sendall(self.head)
+            sock.setblocking(False)
+            clients.append([sock, len(BODY) if n % 2 else STALL_BYTES, 0, time.monotonic(), None, b""])
+        while not self.stopping.wait(BODY_BYTE_SECONDS):
+            now = time.monotonic()
+            for client in clients:
+                sock, length, sent, last, closed, _ = client
+                if closed is not None:
+                    continue
+                try:
+                    data = sock.recv(65536)
+                    client[5] += data
+                    if not data:
+                        client[4] = now - last
+                        continue
+                except BlockingIOError:
+                    pass
+                except OSError:
+                    client[4] = now - last
+                    continue
+                if sent < length:
+                    try:
+                        sock.send(BODY[sent : sent + 1])
+                        client[2], client[3] = sent + 1, now
+                    except OSError:
+                        client[4] = now - last
+        answers = [answer[9:12].decode() for sock, length, *_, answer in clients if length == len(BODY)]
+        stalled = [closed for sock, length, _, _, closed, _ in clients if length == STALL_BYTES]
+        self.sender.send((answers, stalled))
+        for sock, *_ in clients:
+            sock.close()
+
+
+@pytest.mark.parametrize("realtime", ["off", "on"])
+def test_slow_request_bodies_hold_no_thread(start, realtime):
+    """Eight sign-ins whose JSON body trickles in a byte at a time, against four threads. Under uvicorn
+    (Realtime on) the view ran as soon as the headers were in and its read of the body held a thread
+    for as long as the body took: four such clients held every thread, and /health went unanswered.
+    Now, as under waitress, the body is read whole before a thread runs the app, and a body that
+    stops coming (nothing for CHANNEL_TIMEOUT) has its connection closed."""
+    process, base, anon = start(REALTIME=realtime, THREADS=4)
+    seconds = server.CHANNEL_TIMEOUT + server.CLEANUP_INTERVAL + 2
+    with SlowBodies(int(base.rsplit(":", 1)[1]), anon) as clients:
+        answers = answers_under_attack(base, seconds)
+    assert all(status == 200 and took < ANSWER_SECONDS for status, took in answers), answers
+    assert clients.answers == ["400"] * (
+        SLOW_BODIES // 2
+    )  # each body reached the app whole: a wrong password
+    bound = server.CHANNEL_TIMEOUT + server.CLEANUP_INTERVAL + 1
+    assert all(held is not None and server.CHANNEL_TIMEOUT - 1 < held < bound for held in clients.stalled), (
+        clients.stalled
+    )
