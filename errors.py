@@ -115,6 +115,7 @@ class Rest:
     STRING_TOO_LONG = "22001"
     OUT_OF_RANGE = "22003"
     UNDEFINED_COLUMN = "42703"
+    UNDEFINED_FUNCTION = "42883"  # an operator the column's type lacks: a JSON path into text
     NO_CONFLICT_TARGET = "42P10"  # on_conflict names no unique constraint
     INSUFFICIENT_PRIVILEGE = "42501"
     READ_ONLY = "25006"  # a write to a view, to the users table or by a read-only function

@@ -11,6 +11,7 @@ from werkzeug.exceptions import HTTPException
 
 from auth import tokens
 from database.transactions import describe
+from database.transactions import unavailable as not_answering
 from errors import APIError, Auth, Rest, Storage, storage_error
 
 log = logging.getLogger("minibase")
@@ -151,12 +152,19 @@ def unavailable():
 
 
 def handle_unexpected(exc):
-    """Anything else: a 503 when the database does not answer, else a logged, generic 500."""
+    """Anything else: a 503 when the database does not answer, a 400 for a query the table API's
+    database refused, else a logged, generic 500."""
     api = which_api()
     rest = api == "rest"
-    if isinstance(exc, OperationalError):
+    if isinstance(exc, OperationalError) and not_answering(exc):
         log.error("database unavailable on %s %s: %s", request.method, request.path, describe(exc))
         return unavailable()
+    if isinstance(exc, OperationalError) and rest:
+        # What the query asked that no check above caught (a regular expression MariaDB cannot run, a
+        # pattern too long for SQLite): PostgREST answers a database error it has no status for
+        # with a 400. Never a 503: the database did answer.
+        log.warning("database refused a query on %s %s: %s", request.method, request.path, describe(exc))
+        return render(APIError(400, Rest.BAD_QUERY, "The database could not run this query"))
     if isinstance(exc, DataError):
         # A value the database refused (too long, a character its charset lacks) that no check above
         # caught: the client's doing, so a 400, named by the database's code only in the log.

@@ -120,6 +120,37 @@ def retryable(exc, committing=False):
     return exc.connection_invalidated and not committing
 
 
+# What says the database is not answering (or not in time), rather than refusing a statement: SQLite's
+# result codes, before any extended part (SQLITE_IOERR_READ is SQLITE_IOERR); MySQL's and MariaDB's
+# error numbers, besides the client's own (2000-2999: no connection, connection lost).
+SQLITE_UNAVAILABLE = frozenset(
+    {"SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_IOERR", "SQLITE_FULL", "SQLITE_CANTOPEN", "SQLITE_INTERRUPT",
+     "SQLITE_NOMEM", "SQLITE_READONLY", "SQLITE_CORRUPT", "SQLITE_NOTADB", "SQLITE_PROTOCOL", "SQLITE_PERM"}
+)  # fmt: skip
+MYSQL_UNAVAILABLE = frozenset(
+    {
+        1021, 1037, 1038, 1040, 1041, 1045, 1047, 1053, 1129, 1130,  # disk, memory, connections, access
+        1152, 1153, 1154, 1155, 1156, 1157, 1158, 1159, 1160, 1161,  # the network
+        1205, 1213, 1290, 1317, 1927, 1969, 3024, 4031,  # lock waits, read-only, killed, time limits
+    }
+)  # fmt: skip
+
+
+def unavailable(exc):
+    """Whether a database error means the database is not answering, which is a 503; anything else
+    it raised refused the statement (a regular expression MariaDB cannot run, a pattern too long
+    for SQLite), which is no reason to say it is down."""
+    if not isinstance(exc, DBAPIError):
+        return False
+    if exc.connection_invalidated:
+        return True
+    name = getattr(exc.orig, "sqlite_errorname", None)
+    if name is not None:
+        return "_".join(name.split("_")[:2]) in SQLITE_UNAVAILABLE
+    code = error_code(exc)
+    return code is None or 2000 <= code < 3000 or code in MYSQL_UNAVAILABLE
+
+
 def pause(attempt):
     """How long to wait before attempt `attempt + 1`: random, up to FIRST_PAUSE * 2**(attempt-1) or
     MAX_PAUSE."""

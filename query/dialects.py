@@ -113,7 +113,7 @@ def _json_document_mysql(element, compiler, **kw):
 def _json_arrow_sqlite(element, compiler, **kw):
     # SQLite's -> answers the JSON text of the value, which its JSON type reads back as JSON.
     column, path = (compiler.process(clause, **kw) for clause in element.clauses)
-    return f"({column} -> {path})"
+    return _if_json(column, f"({column} -> {path})")
 
 
 @compiles(_JsonText)
@@ -125,7 +125,14 @@ def _json_text_mysql(element, compiler, **kw):
 @compiles(_JsonText, "sqlite")
 def _json_text_sqlite(element, compiler, **kw):
     column, path = (compiler.process(clause, **kw) for clause in element.clauses)
-    return f"CAST(({column} ->> {path}) AS TEXT)"
+    return _if_json(column, f"CAST(({column} ->> {path}) AS TEXT)")
+
+
+def _if_json(column: str, expression: str) -> str:
+    """`expression` where the column holds JSON, else NULL: SQLite keeps any text in a JSON column,
+    and its -> and ->> stop the whole query at a value that is not JSON. MySQL's JSON columns hold
+    JSON only (MariaDB's by a CHECK); MariaDB answers NULL too for text that is not."""
+    return f"(CASE WHEN json_valid({column}) THEN {expression} END)"
 
 
 @compiles(_JsonLiteral)

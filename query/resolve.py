@@ -47,7 +47,47 @@ def resolve_field(table: sa.Table, text: str, where: str) -> ColumnElement:
     column = resolve_column(table, field.name, where)
     if not field.path:
         return column
-    return json_text(column, field.path).label(text)
+    return json_text(json_column(column, field.path), field.path).label(text)
+
+
+# PostgreSQL's names of the column types, as its "operator does not exist" error names them.
+_PG_TYPES = (
+    (sa.Boolean, "boolean"),
+    (sa.SmallInteger, "smallint"),
+    (sa.BigInteger, "bigint"),
+    (sa.Integer, "integer"),
+    (sa.Float, "double precision"),
+    (sa.Numeric, "numeric"),
+    (sa.DateTime, "timestamp without time zone"),
+    (sa.Date, "date"),
+    (sa.Time, "time without time zone"),
+    (sa.LargeBinary, "bytea"),
+    (sa.Uuid, "uuid"),
+    (sa.Text, "text"),
+    (sa.Enum, "text"),
+)
+
+
+_NO_OPERATOR = (
+    "No operator matches the given name and argument types. You might need to add explicit type casts."
+)
+
+
+def json_column(column: sa.Column, path: tuple) -> sa.Column:
+    """`column`, when a JSON path may go into it: a JSON column. Into any other, PostgreSQL has no
+    `->` or `->>` (its 42883, which PostgREST answers with a 404), and a value that is not JSON
+    would stop SQLite's query: refused before any SQL, on every database alike."""
+    if isinstance(column.type, sa.JSON):
+        return column
+    name = next((name for kind, name in _PG_TYPES if isinstance(column.type, kind)), None)
+    if name is None:
+        length = getattr(column.type, "length", None)
+        name = "character varying" if length else "text"
+    raise FilterError(
+        f"operator does not exist: {name} {path[0][0]} unknown",
+        hint=_NO_OPERATOR,
+        kind="operator",
+    )
 
 
 _AGGREGATE_TYPES = {"count": sa.BigInteger(), "avg": sa.Float(asdecimal=False)}
@@ -60,7 +100,7 @@ def _computed(item: SelectItem, table: sa.Table) -> ColumnElement:
     else:
         expression = resolve_column(table, item.column, "select")
         if item.path:
-            expression = json_output(expression, item.path)
+            expression = json_output(json_column(expression, item.path), item.path)
         if item.cast:
             expression = Cast(expression, item.cast)
         if item.aggregate:

@@ -44,7 +44,8 @@ QUANTIFIABLE = frozenset({"eq", "gt", "gte", "lt", "lte", "like", "ilike", "matc
 
 class FilterError(ValueError):
     """A malformed or unknown part of the query; str(e) is the client-facing message. `kind` says
-    which: "syntax", "column" (a name the table lacks) or "value" (a value its column cannot take)."""
+    which: "syntax", "column" (a name the table lacks), "value" (a value its column cannot take) or
+    "operator" (an operator its column's type lacks, PostgreSQL's 42883: a JSON path into text)."""
 
     def __init__(self, message: str, hint: str | None = None, kind: str = "syntax"):
         super().__init__(message)

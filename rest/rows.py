@@ -397,7 +397,12 @@ def _check_owner_column(table, policy):
         raise APIError(500, Rest.MISCONFIGURED, f"Table '{table.name}' is misconfigured on the server")
 
 
-FILTER_CODES = {"syntax": Rest.BAD_QUERY, "column": Rest.UNDEFINED_COLUMN, "value": Rest.INVALID_TEXT}
+FILTER_CODES = {
+    "syntax": Rest.BAD_QUERY,
+    "column": Rest.UNDEFINED_COLUMN,
+    "value": Rest.INVALID_TEXT,
+    "operator": Rest.UNDEFINED_FUNCTION,
+}
 REFUSAL_CODES = {
     "unique": Rest.UNIQUE_VIOLATION,
     "foreign_key": Rest.FOREIGN_KEY_VIOLATION,
@@ -412,9 +417,10 @@ REFUSAL_CODES = {
 
 
 def client_error(exc):
-    """The 400 for a FilterError or a BadValue: its message and hint, and the code of its kind."""
+    """The 400 for a FilterError or a BadValue: its message and hint, and the code of its kind; a 404
+    for an operator the column's type lacks, as PostgREST answers PostgreSQL's 42883."""
     codes = FILTER_CODES if isinstance(exc, tree.FilterError) else REFUSAL_CODES
-    return APIError(400, codes[exc.kind], str(exc), hint=exc.hint)
+    return APIError(404 if exc.kind == "operator" else 400, codes[exc.kind], str(exc), hint=exc.hint)
 
 
 def database_error(refusal, table):

@@ -170,7 +170,7 @@ def _database_error(function, exc):
         )
     if isinstance(exc, sa.exc.DataError):
         return APIError(400, Rest.INVALID_TEXT, f"an argument of function {function.name} does not fit")
-    if isinstance(exc, sa.exc.OperationalError) and code != 1064:
+    if transactions.unavailable(exc):
         return exc  # the database is not answering: the usual 503
     log.error("function %s: its SQL failed: %s", function.name, type(exc.orig).__name__)
     return APIError(500, Rest.MISCONFIGURED, f"Function '{function.name}' is misconfigured on the server")

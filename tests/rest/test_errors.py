@@ -8,6 +8,7 @@ import random
 import pytest
 import sqlalchemy as sa
 
+from database import transactions
 from rest import reflection
 from support import assert_rest_error
 
@@ -211,6 +212,42 @@ def test_database_errors_carry_no_database_text(rest):
         text = str(body).lower()
         for leak in ("constraint failed", "duplicate entry", "cannot be null", "12345", "errno", "sql"):
             assert leak not in text
+
+
+@pytest.mark.parametrize(
+    ("query", "refused_by"),
+    [
+        ({"name": "like." + "a" * 60_000}, "sqlite"),  # past SQLite's LIKE pattern length
+        ({"name": "match.\\u0041"}, "mysql"),  # \u is Python's, not MariaDB's PCRE
+        ({"name": "match.a{1,70000}"}, "mysql"),  # past PCRE's repeat count
+    ],
+)
+def test_a_query_the_database_refuses_is_a_400_not_a_503(rest, query, refused_by):
+    """The database answered: it refused what the query asked. A 503 would tell the client the
+    database is down (and to try again); PostgREST answers a database error it has no status for
+    with a 400."""
+    response = rest.anon.get("/rest/v1/items", query_string=query)
+    if rest.engine.dialect.name != refused_by:
+        assert response.status_code == 200, response.json
+        return
+    body = assert_rest_error(response, 400)
+    assert body["message"] == "The database could not run this query"
+
+
+def test_only_a_database_that_does_not_answer_is_unavailable(tmp_path):
+    """transactions.unavailable on real SQLite errors: a statement refused is not an outage, a file
+    that cannot be opened is."""
+    refused = sa.create_engine(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    with pytest.raises(sa.exc.OperationalError) as bad_statement:
+        with refused.connect() as connection:
+            connection.execute(sa.text("SELECT 'x' -> '$.a'"))
+    gone = sa.create_engine(f"sqlite:///{tmp_path / 'missing' / 'db.sqlite'}")
+    with pytest.raises(sa.exc.OperationalError) as no_file:
+        gone.connect()
+    assert not transactions.unavailable(bad_statement.value)
+    assert transactions.unavailable(no_file.value)
+    refused.dispose()
+    gone.dispose()
 
 
 def test_a_table_created_at_runtime_is_found(rest, monkeypatch):
