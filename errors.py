@@ -96,6 +96,7 @@ class Rest:
     NO_RELATIONSHIP = "PGRST200"
     AMBIGUOUS_RELATIONSHIP = "PGRST201"
     FUNCTION_NOT_FOUND = "PGRST202"
+    COLUMN_NOT_FOUND = "PGRST204"  # a body's or columns='s column the table lacks
     TABLE_NOT_FOUND = "PGRST205"
     BAD_JWT = "PGRST301"
     REALTIME_UNAVAILABLE = "PGRST501"  # /realtime/v1 where no socket can be held (not PostgREST's)
@@ -115,6 +116,7 @@ class Rest:
     STRING_TOO_LONG = "22001"
     OUT_OF_RANGE = "22003"
     UNDEFINED_COLUMN = "42703"
+    DUPLICATE_ALIAS = "42712"  # one table embedded twice under one name
     UNDEFINED_FUNCTION = "42883"  # an operator the column's type lacks: a JSON path into text
     NO_CONFLICT_TARGET = "42P10"  # on_conflict names no unique constraint
     INSUFFICIENT_PRIVILEGE = "42501"
@@ -149,9 +151,10 @@ class Storage:
 
 class APIError(Exception):
     """An error a client is meant to see. `code` is one of Auth's or Rest's. `api` forces one API's
-    body shape ("auth" or "rest"); by default the path of the request decides."""
+    body shape ("auth" or "rest"); by default the path of the request decides. `details` is null
+    unless given, as PostgREST writes it."""
 
-    def __init__(self, status, code, message, hint=None, details="", headers=None, api=None, extra=None):
+    def __init__(self, status, code, message, hint=None, details=None, headers=None, api=None, extra=None):
         super().__init__(message)
         self.api = api
         self.status = status

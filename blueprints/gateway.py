@@ -111,12 +111,18 @@ def require_api_key():
             Auth.NO_API_KEY,
             "No API key found in request",
             hint="No `apikey` request header or url param was found.",
+            details="",  # Supabase's gateway, not PostgREST, says it
             api="rest",
         )
     role = api_key_role(key)
     if role is None:
         raise APIError(
-            401, Auth.INVALID_API_KEY, "Invalid API key", hint="Double check your apikey.", api="rest"
+            401,
+            Auth.INVALID_API_KEY,
+            "Invalid API key",
+            hint="Double check your apikey.",
+            details="",
+            api="rest",
         )
     refuse_secret_key_in_browser(key)
     g.api_key_role = role

@@ -24,18 +24,17 @@ from values import quoted
 def resolve_column(table: sa.Table, name: str, where: str) -> sa.Column:
     column = table.c.get(name)
     if column is None:
-        raise FilterError(
-            f"unknown column {quoted(name)} in {where}", hint=suggest(name, table), kind="column"
-        )
+        raise unknown_column(table, name)
     return column
 
 
-def suggest(name: str, table: sa.Table) -> str | None:
-    """A hint naming the table's column nearest to an unknown `name`, or None."""
-    if len(name) > 100:
-        return None
-    matches = difflib.get_close_matches(name, list(table.c.keys()), n=1)
-    return f'did you mean "{matches[0]}"?' if matches else None
+def unknown_column(table: sa.FromClause, name: str) -> FilterError:
+    """PostgreSQL's 42703, as PostgREST passes it on: `column items.nme does not exist`, with its
+    hint when a column's name is near."""
+    table_name = getattr(table, "element", table).name  # an embed's alias: its table's name
+    matches = difflib.get_close_matches(name, list(table.c.keys()), n=1) if len(name) <= 100 else []
+    hint = f'Perhaps you meant to reference the column "{table_name}.{matches[0]}".' if matches else None
+    return FilterError(f"column {table_name}.{name[:100]} does not exist", hint=hint, kind="column")
 
 
 def resolve_field(table: sa.Table, text: str, where: str) -> ColumnElement:

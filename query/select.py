@@ -178,13 +178,17 @@ def _embed_item(part: str, depth: int) -> EmbedItem:
 
 
 def _check_names(items: Iterable[SelectItem | EmbedItem]) -> None:
-    """Each object's keys once: two items of one level may not share an alias."""
+    """Each object's keys once: two items of one level may not share an alias. (Two embeds may:
+    the planner refuses them as PostgreSQL refuses PostgREST's query, with a 42712.)"""
     seen = set()
+    embeds = set()
     for item in items:
         if isinstance(item, EmbedItem):
             _check_names(item.items)
-            if item.spread:
+            if item.spread or item.alias in embeds:
+                embeds.add(item.alias)
                 continue
+            embeds.add(item.alias)
         if item.alias in seen and item is not STAR:
             raise FilterError(f"duplicate name {quoted(item.alias)} in select")
         seen.add(item.alias)

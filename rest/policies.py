@@ -268,10 +268,22 @@ def lookup_function(name):
     return _find(functions(), "function", name, Rest.FUNCTION_NOT_FOUND)
 
 
+def table_not_found(name, nearest=None):
+    """PostgREST's 404 for a table it does not serve."""
+    return APIError(
+        404,
+        Rest.TABLE_NOT_FOUND,
+        f"Could not find the table 'public.{name[:100]}' in the schema cache",
+        hint=f"Perhaps you meant the table 'public.{nearest}'" if nearest else None,
+    )
+
+
 def _find(registry, kind, name, code):
     found = registry.get(name)
     if found is None:
         nearest = difflib.get_close_matches(name, list(registry), n=1) if len(name) <= 100 else []
+        if kind == "table":  # PostgREST's words, the schema named
+            raise table_not_found(name, nearest[0] if nearest else None)
         raise APIError(
             404,
             code,

@@ -55,7 +55,7 @@ def reflected(name, columns=(), force=False):
             found = _reflect(name)
             cache.tables[name] = found
     if found is None:
-        raise APIError(404, Rest.TABLE_NOT_FOUND, f"Could not find the table '{name}'")
+        raise policies.table_not_found(name)
     return found
 
 
@@ -215,15 +215,18 @@ def generated(table, column):
 
 
 def require_columns(table, names, where):
-    """A 400 naming the first of `names` the table lacks."""
+    """A 400 naming the first of `names` the table lacks: in a body or `columns`, PostgREST's own
+    PGRST204; elsewhere (on_conflict) PostgreSQL's 42703."""
     for name in names:
         if name not in table.c:
-            raise APIError(
-                400,
-                Rest.UNDEFINED_COLUMN,
-                f'unknown column "{name[:60]}" in {where}',
-                hint=resolve.suggest(name, table),
-            )
+            if where in ("body", "columns"):
+                raise APIError(
+                    400,
+                    Rest.COLUMN_NOT_FOUND,
+                    f"Could not find the '{name[:100]}' column of '{table.name}' in the schema cache",
+                )
+            unknown = resolve.unknown_column(table, name)
+            raise APIError(400, Rest.UNDEFINED_COLUMN, str(unknown), hint=unknown.hint)
 
 
 def check_conflict_target(table, columns):
@@ -443,6 +446,47 @@ class Refusal:
 
     kind: str
     column: str | None = None
+    key: tuple = ()  # a unique violation's columns, when the database says which
+    constraint: str | None = None  # and the constraint's name, as PostgreSQL would call it
+
+
+SQLITE_KEY = re.compile(r"UNIQUE constraint failed: (.+)")
+MYSQL_KEY = re.compile(r"for key '(?:[^'.]+\.)?([^'.]+)'")
+
+
+def _unique_key(exc, table):
+    """A unique violation's columns and constraint name (`items_pkey`, `items_code_key`, as
+    PostgreSQL names them); ((), None) when the error does not say."""
+    primary = tuple(c.key for c in primary_key(table))
+    text = str(exc.orig) if dialect() == "sqlite" else str(getattr(exc.orig, "args", ("", ""))[-1])
+    if dialect() == "sqlite":
+        found = SQLITE_KEY.search(text)
+        columns = (
+            tuple(part.strip().rpartition(".")[2] for part in found.group(1).split(",")) if found else ()
+        )
+        index = None
+    else:
+        found = MYSQL_KEY.search(text)
+        index = found.group(1) if found else None
+        columns = primary if index == "PRIMARY" else _index_columns(table, index)
+    if not columns or not all(c in table.c for c in columns):
+        return (), None
+    if columns == primary:
+        return columns, f"{table.name}_pkey"
+    if index and index != columns[0]:  # MySQL names an index after its first column unless told
+        return columns, index
+    return columns, f"{table.name}_{'_'.join(columns)}_key"
+
+
+def _index_columns(table, name):
+    for index in [*table.indexes, *table.constraints]:
+        if getattr(index, "name", None) == name and isinstance(index, sa.Index | sa.UniqueConstraint):
+            return tuple(c.key for c in index.columns)
+    try:
+        found = sa.inspect(db.engine).get_indexes(table.name)
+    except sa.exc.SQLAlchemyError:
+        return ()
+    return next((tuple(i["column_names"]) for i in found if i["name"] == name), ())
 
 
 def refusal(exc, table, written=()):
@@ -464,7 +508,8 @@ def refusal(exc, table, written=()):
             kind = "invalid"
         else:
             return None
-    return Refusal(kind, found.group(1) if found and found.group(1) in table.c else None)
+    key, constraint = _unique_key(exc, table) if kind == "unique" else ((), None)
+    return Refusal(kind, found.group(1) if found and found.group(1) in table.c else None, key, constraint)
 
 
 def _sqlite_foreign_key(exc, table, written):

@@ -4,13 +4,16 @@ runs the work in one transaction (database.transactions) on the reflected table,
 client did wrong into PostgREST's codes. Requests come in parsed; rows go out as JSON-ready dicts."""
 
 import functools
+import json
 import logging
 from dataclasses import dataclass, field
 
+import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError
 
 from database import transactions
 from errors import APIError, Rest
+from extensions import db
 from query import params, resolve, tree
 from rest import embeds, policies, reads, reflection, writes
 from values import BadValue, body_value, json_rows
@@ -347,7 +350,7 @@ def not_one_row(count):
     return APIError(
         406,
         Rest.NOT_ONE_ROW,
-        "JSON object requested, multiple (or no) rows returned",
+        "Cannot coerce the result to a single JSON object",
         details=f"The result contains {count} rows",
     )
 
@@ -387,7 +390,7 @@ def _run(name, operation, who, request, work):
             refusal = reflection.refusal(exc, table, request.written() if writing else set())
             if refusal is None:
                 raise
-            raise database_error(refusal, table) from None
+            raise database_error(refusal, table, request.rows if writing else ()) from None
 
 
 def _check_owner_column(table, policy):
@@ -395,6 +398,41 @@ def _check_owner_column(table, policy):
     if owner is not None and owner not in table.c:
         log.error("tables.toml: owner_column %r is not a column of table %r", owner, table.name)
         raise APIError(500, Rest.MISCONFIGURED, f"Table '{table.name}' is misconfigured on the server")
+
+
+MAX_KEY_CHECKS = 100  # written rows looked up to name the one whose key exists
+
+
+def _duplicate(table, key, written):
+    """The values of `key` a written object gives that another one gives too, or that a stored row
+    already holds: the key PostgreSQL's detail names. None when no object says."""
+    given = [
+        tuple(row[column] for column in key)
+        for row in written
+        if isinstance(row, dict) and all(column in row for column in key)
+    ]
+    if len(given) == 1:
+        return given[0]
+    seen = set()
+    for values in given:
+        if repr(values) in seen:
+            return values
+        seen.add(repr(values))
+    for values in given[:MAX_KEY_CHECKS]:
+        try:
+            match = [table.c[c] == body_value(table.c[c], v) for c, v in zip(key, values, strict=True)]
+        except BadValue:
+            continue
+        if db.session.execute(sa.select(sa.literal(1)).select_from(table).where(*match).limit(1)).first():
+            return values
+    return None
+
+
+def _key_text(value):
+    """A key's value as PostgreSQL writes it in a detail."""
+    if isinstance(value, bool):
+        return "t" if value else "f"
+    return value if isinstance(value, str) else json.dumps(value)
 
 
 FILTER_CODES = {
@@ -423,8 +461,17 @@ def client_error(exc):
     return APIError(404 if exc.kind == "operator" else 400, codes[exc.kind], str(exc), hint=exc.hint)
 
 
-def database_error(refusal, table):
-    """The 4xx for a reflection.Refusal, in words of our own (the database's text can carry data)."""
+def database_error(refusal, table, written=()):
+    """The 4xx for a reflection.Refusal, in words of our own (the database's text can carry data);
+    a duplicate key in PostgreSQL's, the constraint named and the key's values (the client's own,
+    from the `written` objects) in details."""
+    if refusal.kind == "unique" and refusal.constraint is not None:
+        values = _duplicate(table, refusal.key, written)
+        details = None
+        if values is not None:
+            details = f"Key ({', '.join(refusal.key)})=({', '.join(map(_key_text, values))}) already exists."
+        message = f'duplicate key value violates unique constraint "{refusal.constraint}"'
+        return APIError(409, Rest.UNIQUE_VIOLATION, message, details=details)
     named = f' in column "{refusal.column}"' if refusal.column else ""
     status, message = {
         "unique": (409, "duplicate key value violates unique constraint"),

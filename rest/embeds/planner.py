@@ -4,11 +4,12 @@ relationship, its table's grant, the filters, order and paging on it."""
 import sqlalchemy as sa
 from sqlalchemy.sql import visitors
 
+from errors import APIError, Rest
 from query import resolve, sql, tree
 from query.tree import EmbedItem, FilterError, SelectItem
 from rest import policies, reflection
 from rest.embeds.levels import Child, Level, all_of
-from rest.embeds.relationships import by_column, find_relationship
+from rest.embeds.relationships import by_column, by_constraint, find_relationship
 
 
 class Planner:
@@ -40,6 +41,7 @@ class Planner:
         """`chain`: the tables from the top to this one, whose names an embed's query may not reuse
         (a correlated EXISTS would take the outer table for its own)."""
         outputs = []
+        _check_embed_names(name, items, len(path) + 1)
         for item in items:
             if isinstance(item, EmbedItem):
                 outputs.append(self._child(name, table, item, (*path, item.alias), chain))
@@ -57,6 +59,8 @@ class Planner:
     def _child(self, parent_name, parent, item, path, chain):
         self.used.add(path)
         item, column = by_column(parent, item)
+        if column is None:
+            item = by_constraint(parent_name, parent, item)
         policy = policies.policies().get(item.table)
         asked = [i.column for i in item.items if isinstance(i, SelectItem) and i is not tree.STAR]
         target = reflection.reflected_or_none(item.table, asked) if policy is not None else None
@@ -82,6 +86,21 @@ class Planner:
             child.junction = junction.alias(f"j{self.count}") if relationship.junction in chain else junction
             child.junction_where = junction_grant.condition(child.junction, named=self.named)
         return child
+
+
+def _check_embed_names(name, items, depth):
+    """Two embeds of one level under one name: PostgREST names each embed's subquery after its
+    parent, its name and its depth, and PostgreSQL refuses the second (42712): alias one of them."""
+    seen = set()
+    for item in items:
+        if isinstance(item, EmbedItem):
+            if item.alias in seen:
+                raise APIError(
+                    400,
+                    Rest.DUPLICATE_ALIAS,
+                    f'table name "{name}_{item.alias}_{depth}" specified more than once',
+                )
+            seen.add(item.alias)
 
 
 def _counted(item, target):

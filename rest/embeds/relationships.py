@@ -3,6 +3,7 @@ one-to-one (the same, when the key is also unique on the other side), one-to-man
 many-to-many through a junction table whose primary key (or one unique key) holds a foreign key to
 each side; and the one an embed means, or PostgREST's 400 and 300."""
 
+import difflib
 from dataclasses import dataclass, replace
 
 from errors import APIError, Rest
@@ -25,16 +26,49 @@ class Relationship:
     names: frozenset = frozenset()  # what a hint may name: the constraint, its columns, the junction
     label: str = ""  # the hint that picks it, for the 300 listing the choices
     kind: str = "many-to-one"  # or one-to-one, one-to-many, many-to-many: for the 300's details
+    constraint: str = ""  # the foreign key's name (for many-to-many, the junction's)
+    text: str = ""  # as PostgREST's 300 describes it: `fkey using table(col) and table(col)`
 
 
 def _detail(parent_name, table, relationship):
     """One relationship that fits, as PostgREST's PGRST201 lists it."""
-    name = relationship.label.partition("!")[2] or relationship.label
     return {
         "cardinality": relationship.kind,
         "embedding": f"{parent_name} with {table}",
-        "relationship": name,
+        "relationship": relationship.text,
     }
+
+
+def constraint_name(table_name, reference):
+    """A foreign key's name: its constraint's, or the one PostgreSQL would have given it."""
+    return reference.name or _postgres_name(table_name, reference)
+
+
+def _postgres_name(table_name, reference):
+    return f"{table_name}_{'_'.join(reference.columns)}_fkey"
+
+
+def key_names(table_name, reference):
+    """What names a foreign key: its constraint's name, and the one PostgreSQL gives it
+    (`posts_author_id_fkey`), which an app made on Supabase names whatever the database."""
+    return {name for name in (reference.name, _postgres_name(table_name, reference)) if name}
+
+
+def by_constraint(parent_name, parent, item):
+    """`capital_country_id_fkey(*)`: an embed named by a foreign key's constraint (that is no listed
+    table's name), the parent's own or one that points to the parent, is an embed of the table
+    at its other end through that key, under the constraint's name. The item for that table."""
+    if item.table in policies.policies():
+        return item
+    for reference in reflection.references(parent):
+        if item.table in key_names(parent_name, reference):
+            return replace(item, table=reference.target, hint=item.hint or item.table)
+    for name in policies.policies():
+        table = reflection.reflected_or_none(name)
+        for reference in reflection.references(table) if table is not None else ():
+            if reference.target == parent_name and item.table in key_names(name, reference):
+                return replace(item, table=name, hint=item.hint or item.table)
+    return item
 
 
 def by_column(parent, item):
@@ -56,7 +90,8 @@ def find_relationship(parent_name, parent, item, target, column=None):
     one: named by the key's column (`parent_id(*)`), the row it points to; named by the table,
     with or without a hint (`children:items!parent_id(*)`), the rows that point to this one."""
     found = [] if target is None else candidates(parent_name, parent, item.table, target)
-    if parent_name == item.table:
+    by_name = any(item.hint in r.names - {*r.parent_columns, *r.child_columns} for r in found)
+    if parent_name == item.table and not by_name:  # a constraint's name means both directions: a 300
         if column is not None:
             found = [r for r in found if r.kind == "many-to-one" and r.parent_columns == (column,)]
         else:
@@ -64,24 +99,42 @@ def find_relationship(parent_name, parent, item, target, column=None):
     if item.hint is not None:
         found = [r for r in found if item.hint in r.names]
     if not found:
-        hinted = f" with the hint '{item.hint}'" if item.hint else ""
+        hinted = f"' using the hint '{item.hint}" if item.hint else ""
         raise APIError(
             400,
             Rest.NO_RELATIONSHIP,
-            f"Could not find a relationship between '{parent_name}' and '{item.table}'{hinted}",
-            hint="Embedding follows foreign keys (or references in tables.toml) between exposed tables",
+            f"Could not find a relationship between '{parent_name}' and '{item.table}' in the schema cache",
+            hint=_nearest(parent_name, parent, item.table),
+            details=f"Searched for a foreign key relationship between '{parent_name}' and '{item.table}"
+            f"{hinted}' in the schema 'public', but no matches were found.",
         )
     if len(found) > 1:
+        found.sort(key=lambda r: (r.constraint, r.text))  # the same order on every database
         choices = ", ".join(f"'{r.label}'" for r in found)
         raise APIError(
             300,
             Rest.AMBIGUOUS_RELATIONSHIP,
             f"Could not embed because more than one relationship was found for '{parent_name}' and "
             f"'{item.table}'",
-            hint=f"Try changing '{item.table}' to one of the following: {choices}",
+            hint=f"Try changing '{item.table}' to one of the following: {choices}. Find the desired "
+            "relationship in the 'details' key.",
             details=[_detail(parent_name, item.table, r) for r in found],
         )
     return found[0]
+
+
+def _nearest(parent_name, parent, name):
+    """PostgREST's hint for an embed without a relationship: the nearest name among the tables the
+    parent relates to, unless `name` is one of them (then the hint, not the table, is wrong)."""
+    related = {reference.target for reference in reflection.references(parent)}
+    for other in policies.policies():
+        table = reflection.reflected_or_none(other)
+        if table is not None and any(r.target == parent_name for r in reflection.references(table)):
+            related.add(other)
+    if name in related or len(name) > 100:
+        return None
+    matches = difflib.get_close_matches(name, sorted(related), n=1)
+    return f"Perhaps you meant '{matches[0]}' instead of '{name}'." if matches else None
 
 
 def candidates(parent_name, parent, target_name, target):
@@ -90,28 +143,38 @@ def candidates(parent_name, parent, target_name, target):
     found = []
     for reference in reflection.references(parent):
         if reference.target == target_name and all(c in target.c for c in reference.target_columns):
+            constraint = constraint_name(parent_name, reference)
             found.append(
                 Relationship(
                     target_name,
                     False,
                     reference.columns,
                     reference.target_columns,
-                    names=_names(reference),
-                    label=f"{target_name}!{_hint(reference)}",
+                    names=_names(reference, key_names(parent_name, reference)),
+                    label=f"{target_name}!{constraint}",
+                    constraint=constraint,
+                    text=_text(
+                        constraint, parent_name, reference.columns, target_name, reference.target_columns
+                    ),
                 )
             )
     for reference in reflection.references(target):
         if reference.target == parent_name and all(c in parent.c for c in reference.target_columns):
             unique = frozenset(reference.columns) in reflection.unique_sets(target)
+            constraint = constraint_name(target_name, reference)
             found.append(
                 Relationship(
                     target_name,
                     not unique,
                     reference.target_columns,
                     reference.columns,
-                    names=_names(reference),
-                    label=f"{target_name}!{_hint(reference)}",
+                    names=_names(reference, key_names(target_name, reference)),
+                    label=f"{target_name}!{constraint}",
                     kind="one-to-one" if unique else "one-to-many",
+                    constraint=constraint,
+                    text=_text(
+                        constraint, parent_name, reference.target_columns, target_name, reference.columns
+                    ),
                 )
             )
     return found + _through_junctions(parent_name, parent, target_name, target)
@@ -137,6 +200,7 @@ def _through_junctions(parent_name, parent, target_name, target):
                     continue
                 if not all(c in target.c for c in right.target_columns):
                     continue
+                ends = [constraint_name(name, r) for r in (left, right)]
                 found.append(
                     Relationship(
                         target_name,
@@ -146,17 +210,19 @@ def _through_junctions(parent_name, parent, target_name, target):
                         name,
                         right.columns,
                         right.target_columns,
-                        frozenset({name} | {r.name for r in (left, right) if r.name}),
+                        frozenset({name} | key_names(name, left) | key_names(name, right)),
                         f"{target_name}!{name}",
                         "many-to-many",
+                        name,
+                        _text(name, ends[0], left.columns, ends[1], right.columns),
                     )
                 )
     return found
 
 
-def _names(reference):
-    return frozenset({*reference.columns, *([reference.name] if reference.name else [])})
+def _names(reference, keys):
+    return frozenset({*reference.columns, *keys})
 
 
-def _hint(reference):
-    return reference.name or ",".join(reference.columns)
+def _text(name, one, columns, other, other_columns):
+    return f"{name} using {one}({', '.join(columns)}) and {other}({', '.join(other_columns)})"

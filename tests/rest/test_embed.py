@@ -272,15 +272,27 @@ def test_a_table_met_again_deeper_is_its_own_row(blog):
 
 
 def test_two_keys_to_one_table_need_a_hint(blog):
+    """PostgREST's 300, to the letter: each candidate as `fkey using table(col) and table(col)`,
+    in one order on every database, the hint naming the `details` key."""
     response = blog.anon.get("/rest/v1/reviews?select=id,users(username)")
     body = assert_rest_error(response, 300)
     # An array, as PostgREST sends it: postgrest-js and supabase-py read it so.
-    assert sorted(body["details"], key=lambda detail: detail["relationship"]) == [
-        {"cardinality": "many-to-one", "embedding": "reviews with users", "relationship": name}
-        for name in ("reviews_reader_fk", "reviews_writer_fk")
+    assert body["details"] == [
+        {
+            "cardinality": "many-to-one",
+            "embedding": "reviews with users",
+            "relationship": f"reviews_{name}_fk using reviews({name}_id) and users(user_id)",
+        }
+        for name in ("reader", "writer")
     ]
-    assert "'reviews' and 'users'" in body["message"]
-    assert "users!reviews_writer_fk" in body["hint"] and "users!reviews_reader_fk" in body["hint"]
+    assert (
+        body["message"]
+        == "Could not embed because more than one relationship was found for 'reviews' and 'users'"
+    )
+    assert body["hint"] == (
+        "Try changing 'users' to one of the following: 'users!reviews_reader_fk', 'users!reviews_writer_fk'. "
+        "Find the desired relationship in the 'details' key."
+    )
     rows = blog.get(
         "reviews?select=writer:users!writer_id(username),reader:users!reviews_reader_fk(username)"
     )
@@ -291,6 +303,54 @@ def test_no_relationship_is_a_400_naming_both_tables(blog):
     for embed in ("tags(label)", "nowhere(id)", "hidden(id)", "users!nokey(username)"):
         body = assert_rest_error(blog.anon.get(f"/rest/v1/comments?select=id,{embed}"), 400)
         assert "'comments' and '" + embed.split("(")[0].split("!")[0] + "'" in body["message"], body
+
+
+@pytest.mark.parametrize(
+    ("embed", "message", "details", "hint"),
+    [
+        (
+            "postz(id)",
+            "Could not find a relationship between 'comments' and 'postz' in the schema cache",
+            "Searched for a foreign key relationship between 'comments' and 'postz' in the schema 'public', "
+            "but no matches were found.",
+            "Perhaps you meant 'posts' instead of 'postz'.",
+        ),
+        (
+            "users!nokey(username)",
+            "Could not find a relationship between 'comments' and 'users' in the schema cache",
+            "Searched for a foreign key relationship between 'comments' and 'users' using the hint "
+            "'nokey' in the schema 'public', but no matches were found.",
+            None,
+        ),
+    ],
+)
+def test_no_relationship_is_postgrests_pgrst200(blog, embed, message, details, hint):
+    body = blog.anon.get(
+        f"/rest/v1/comments?select=id,{embed}", headers={"X-Client-Info": "supabase-js/2"}
+    ).json
+    assert body == {"code": "PGRST200", "message": message, "details": details, "hint": hint}
+
+
+def test_an_embed_named_by_a_foreign_keys_constraint(blog):
+    """PostgREST's `capital_country_id_fkey(name)`: the constraint alone names the relationship, from
+    either end, the key in the object being its name; a key the database did not name goes by
+    PostgreSQL's name for it (`posts_author_id_fkey`), on MariaDB too (which calls it `..._ibfk_1`)."""
+    assert blog.get("reviews?select=id,reviews_writer_fk(username)") == [
+        {"id": 1, "reviews_writer_fk": {"username": "ann"}}
+    ]
+    rows = blog.get("users?select=username,reviews_reader_fk(id)&order=user_id")
+    assert rows[:2] == [
+        {"username": "ann", "reviews_reader_fk": []},
+        {"username": "bob", "reviews_reader_fk": [{"id": 1}]},
+    ]
+    assert blog.get("posts?select=id,by:posts_author_id_fkey(username)&id=eq.3") == [
+        {"id": 3, "by": {"username": "bob"}}
+    ]
+    assert blog.get("posts?select=id,users!posts_author_id_fkey(username)&id=eq.3") == [
+        {"id": 3, "users": {"username": "bob"}}
+    ]
+    body = assert_rest_error(blog.anon.get("/rest/v1/posts?select=id,nope_fkey(id)"), 400)
+    assert "'posts' and 'nope_fkey'" in body["message"]
 
 
 def test_errors_in_an_embed_name_the_part(blog):
@@ -652,3 +712,26 @@ def test_the_docs_embedding_examples_run_as_written(blog):
     for query in queries:
         response = blog.anon.get(f"/rest/v1/{query}")
         assert response.status_code == 200, (query, response.json)
+
+
+def test_one_table_embedded_twice_under_one_name_is_postgresqls_42712(blog):
+    """PostgREST names each embed's subquery `parent_name_depth`: twice the same name is PostgreSQL's
+    42712; under two names (or one column under two names) both are read."""
+    response = blog.anon.get(
+        "/rest/v1/reviews?select=id,users!writer_id(username),users!reader_id(username)",
+        headers={"X-Client-Info": "supabase-js/2"},
+    )
+    assert response.status_code == 400
+    assert response.json == {
+        "code": "42712",
+        "message": 'table name "reviews_users_1" specified more than once',
+        "details": None,
+        "hint": None,
+    }
+    deeper = blog.anon.get("/rest/v1/posts?select=id,comments(users(username),users(user_id))")
+    assert deeper.status_code == 400 and deeper.json["message"] == (
+        'table name "comments_users_2" specified more than once'
+    )
+    assert blog.get("reviews?select=a:id,b:id,w:users!writer_id(username),r:users!reader_id(username)") == [
+        {"a": 1, "b": 1, "w": {"username": "ann"}, "r": {"username": "bob"}}
+    ]

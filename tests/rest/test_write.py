@@ -309,9 +309,9 @@ def test_values_are_converted_to_the_column_type(rest):
 
 def test_unknown_body_keys_are_a_400_naming_them(rest):
     body = assert_rest_error(rest.anon.post("/rest/v1/items", json={"name": "x", "colour": "red"}), 400)
-    assert '"colour"' in body["message"]
+    assert body["message"] == "Could not find the 'colour' column of 'items' in the schema cache"
     body = assert_rest_error(rest.anon.patch("/rest/v1/items?id=eq.1", json={"nmae": "x"}), 400)
-    assert '"nmae"' in body["message"] and body["hint"] == 'did you mean "name"?'
+    assert body["message"] == "Could not find the 'nmae' column of 'items' in the schema cache"
 
 
 @pytest.mark.parametrize(
