@@ -150,6 +150,12 @@ VARIABLES = {
     "MAX_ROWS": ("1000", lambda n, v: _integer(n, v, 1)),
     "DB_AGGREGATES_ENABLED": ("false", _boolean),
     "REST_ERROR_CODES": ("status", lambda n, v: _choice(n, v, ("status", "postgrest"))),
+    "DB_TX_END": (
+        "commit",
+        lambda n, v: _choice(
+            n, v, ("commit", "commit-allow-override", "rollback", "rollback-allow-override")
+        ),
+    ),
     "CORS_ORIGINS": ("*", _text),
     "AUTO_MIGRATE": ("true", _boolean),
     "DASHBOARD": ("on", _boolean),  # /dashboard, the operator's screen (docs/dashboard.md)

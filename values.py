@@ -295,18 +295,28 @@ def json_rows(shape, rows):
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # what a spreadsheet would run as a formula
 
 
-def text_value(value):
-    """A JSON value as one CSV field; NULL is an empty field. Text a spreadsheet would run as a
-    formula gets a leading ' (numbers stay as they are: -5 is a number, not a formula)."""
+CSV_QUOTED = frozenset('",\\()')
+
+
+def csv_field(value):
+    """A JSON value as one CSV field, as PostgREST writes it (PostgreSQL's text of a row): NULL is
+    an empty field, a boolean t or f; text that is empty or holds a space, a comma, a quote, a
+    backslash or a parenthesis is quoted, a quote doubled and a backslash too. Text a spreadsheet
+    would run as a formula gets a leading ' (numbers stay as they are: -5 is a number, not a
+    formula), which PostgREST does not do."""
     if value is None:
         return ""
     if isinstance(value, bool):
-        return "true" if value else "false"
+        return "t" if value else "f"
     if isinstance(value, dict | list):
-        value = json.dumps(value)
+        value = json.dumps(value, ensure_ascii=False)
     elif not isinstance(value, str):
         return str(value)
-    return "'" + value if value.startswith(FORMULA_STARTS) else value
+    if value.startswith(FORMULA_STARTS):
+        value = "'" + value
+    if value and not any(char in CSV_QUOTED or char.isspace() for char in value):
+        return value
+    return '"' + value.replace("\\", "\\\\").replace('"', '""') + '"'
 
 
 # --- request bodies

@@ -1,9 +1,7 @@
 """/rest/v1/{table}: PostgREST's wire format over the tables tables.toml exposes. The views parse
 the request into rows.py's request objects, call rows.py, and shape its Page into a response."""
 
-import csv
 import functools
-import io
 import re
 from urllib.parse import quote
 
@@ -15,14 +13,27 @@ from blueprints.gateway import identity
 from errors import APIError, Rest, bad_body, bad_query
 from query import filters, params, tree
 from rest import openapi, policies, rows, rpc
-from values import MAX_DEPTH, strict_json, text_value
+from values import MAX_DEPTH, csv_field, strict_json
 
 bp = Blueprint("rest", __name__, url_prefix="/rest/v1")
 
 JSON = "application/json"
 OBJECT = "application/vnd.pgrst.object+json"
 CSV = "text/csv"
-MEDIA_TYPES = {JSON: "json", OBJECT: "object", "application/vnd.pgrst.object": "object", CSV: "csv"}
+ARRAY = "application/vnd.pgrst.array+json"
+STRIPPED = "; nulls=stripped"  # PostgREST's json_strip_nulls: no key whose value is null, at any depth
+MEDIA_TYPES = {
+    JSON: "json",
+    OBJECT: "object",
+    "application/vnd.pgrst.object": "object",
+    CSV: "csv",
+    ARRAY: "json",
+    "application/vnd.pgrst.array": "json",
+    ARRAY + STRIPPED: "json",
+    "application/vnd.pgrst.array" + STRIPPED: "json",
+    OBJECT + STRIPPED: "object",
+    "application/vnd.pgrst.object" + STRIPPED: "object",
+}
 COUNTS = ("exact", "planned", "estimated")  # all counted exactly: MySQL has no cheap estimate
 RANGE = re.compile(r"(?:items=)?\s*([0-9]{1,18})-([0-9]{1,18})?")
 NUMBER = re.compile(r"[0-9]{1,18}")
@@ -60,12 +71,17 @@ def call_function(name):
             raise bad_body("The request body must be a JSON object of the function's arguments")
         values = rpc.arguments(function, body, who, strict=True)
     read = parse_read(exclude=function.params) if function.returns == "rows" else None
-    result = rpc.call(function, values, read)
-    if result is rpc.NO_RESULT:
-        return Response(status=204)
+    prefer = preferences()
+    result = rpc.call(function, values, read, rollback=prefer.rollback)
     if isinstance(result, rows.Page):
         return page_response(read, result)
-    return Response(json.dumps(result, separators=COMPACT), mimetype=JSON)
+    if result is rpc.NO_RESULT:
+        response = Response(status=204)
+    else:
+        response = Response(json.dumps(result, separators=COMPACT), mimetype=JSON)
+    if prefer.shown:
+        response.headers["Preference-Applied"] = ", ".join(prefer.shown)
+    return response
 
 
 def check_query_arguments(function):
@@ -164,48 +180,52 @@ def parse_query(pairs, select=None, order=None):
 
 def preferences():
     """The Prefer header(s); unknown or malformed preferences are ignored, as PostgREST does."""
-    return parsed_preferences(tuple(request.headers.getlist("Prefer")))
+    return parsed_preferences(tuple(request.headers.getlist("Prefer")), current_app.config["DB_TX_END"])
+
+
+# The values each preference takes; of a preference given twice, the first that is one of them counts.
+PREFERENCES = {
+    "resolution": ("merge-duplicates", "ignore-duplicates"),
+    "missing": ("default", "null"),
+    "return": ("representation", "minimal", "headers-only"),
+    "count": COUNTS,
+    "tx": ("commit", "rollback"),
+    "handling": ("strict", "lenient"),
+}
 
 
 @functools.lru_cache(maxsize=128)
-def parsed_preferences(headers):
-    """Clients send the same few Prefer headers again and again: each is parsed once (Prefer is frozen)."""
+def parsed_preferences(headers, tx_end):
+    """Clients send the same few Prefer headers again and again: each is parsed once (Prefer is
+    frozen). `tx_end` is DB_TX_END: whether a transaction commits, and whether `tx=` may say
+    otherwise. Preference-Applied lists them in PostgREST's order."""
     found = {}
     for header in headers:
         for token in header.split(","):
             key, _, value = token.strip().partition("=")
-            found[key.strip().lower()] = value.strip().lower()
-    returns = (
-        found.get("return") if found.get("return") in ("minimal", "headers-only", "representation") else None
-    )
-    count = found.get("count") if found.get("count") in COUNTS else None
-    resolution = found.get("resolution")
-    resolution = resolution if resolution in ("merge-duplicates", "ignore-duplicates") else None
-    missing = found.get("missing") if found.get("missing") in ("default", "null") else None
-    counted = "exact" if count else None  # every count is exact
+            key, value = key.strip().lower(), value.strip().lower()
+            if key not in found and (value in PREFERENCES.get(key, ()) or key == "max-affected"):
+                found[key] = value
+    if not tx_end.endswith("-allow-override"):
+        found.pop("tx", None)
+    tx = found.get("tx")
+    counted = "exact" if found.get("count") else None  # every count is exact
     # max-affected binds only with handling=strict, as in PostgREST; lenient ignores it.
     strict = found.get("handling") == "strict"
     most = found.get("max-affected", "")
     max_affected = int(most) if strict and NUMBER.fullmatch(most) else None
-    applied = [
-        f"{key}={value}"
-        for key, value in (
-            ("return", returns),
-            ("count", counted),
-            ("resolution", resolution),
-            ("missing", missing),
-            ("handling", "strict" if strict else None),
-            ("max-affected", most if max_affected is not None else None),
-        )
-        if value
-    ]
+    named = {**found, "count": counted, "max-affected": most if max_affected is not None else None}
+    applied = [f"{key}={named[key]}" for key in (*PREFERENCES, "max-affected") if named.get(key)]
+    shown = [f"{key}={named[key]}" for key in ("count", "tx", "handling") if named.get(key)]
     return rows.Prefer(
-        returns or "minimal",
-        count is not None,
-        resolution,
-        missing == "default",
+        found.get("return", "minimal"),
+        counted is not None,
+        found.get("resolution"),
+        found.get("missing") == "default",
         tuple(applied),
         max_affected,
+        (tx or tx_end.partition("-")[0]) == "rollback",
+        tuple(shown),
     )
 
 
@@ -224,8 +244,14 @@ def media_type():
 @functools.lru_cache(maxsize=128)
 def best_media_type(accept):
     """The media type an Accept header asks for, or None; each header is parsed once, as Prefer is."""
-    best = parse_accept_header(accept, MIMEAccept).best_match(list(MEDIA_TYPES))
+    best = accepted(accept)
     return None if best is None else MEDIA_TYPES[best]
+
+
+@functools.lru_cache(maxsize=128)
+def accepted(accept):
+    """The one of MEDIA_TYPES an Accept header picks, or None."""
+    return parse_accept_header(accept, MIMEAccept).best_match(list(MEDIA_TYPES))
 
 
 def paging_parameter(name):
@@ -352,8 +378,8 @@ def page_response(read, page):
         status = 206
     response = rows_response(page.rows, page.names, media, status)
     response.headers["Content-Range"] = content_range
-    if read.count:
-        response.headers["Preference-Applied"] = "count=exact"
+    if read.prefer.shown:
+        response.headers["Preference-Applied"] = ", ".join(read.prefer.shown)
     return response
 
 
@@ -380,13 +406,28 @@ def location(name, key):
 
 
 def rows_response(found, names, media, status):
+    asked = accepted(request.headers.get("Accept", "")) or ""
+    if asked.endswith(STRIPPED):
+        found = [stripped(row) for row in found]
+        kind = (OBJECT if media == "object" else ARRAY) + ";nulls=stripped"
+        body = found[0] if media == "object" else found
+        return Response(json.dumps(body, separators=COMPACT), status=status, content_type=kind)
     if media == "object":
         return Response(json.dumps(found[0], separators=COMPACT), status=status, mimetype=OBJECT)
     if media == "csv":
-        text = io.StringIO()
-        writer = csv.writer(text, lineterminator="\n")
-        writer.writerow(names or (list(found[0]) if found else []))
-        writer.writerows([text_value(value) for value in row.values()] for row in found)
+        header = ",".join(names or (list(found[0]) if found else []))
+        lines = [header, *(",".join(map(csv_field, row.values())) for row in found)]
         # Lines are separated, not ended, as PostgREST's: no newline after the last one.
-        return Response(text.getvalue().removesuffix("\n"), status=status, mimetype=CSV)
-    return Response(json.dumps(found, separators=COMPACT), status=status, mimetype=JSON)
+        return Response("\n".join(lines), status=status, mimetype=CSV)
+    kind = ARRAY if asked.startswith("application/vnd.pgrst.array") else JSON
+    return Response(json.dumps(found, separators=COMPACT), status=status, mimetype=kind)
+
+
+def stripped(value):
+    """`value` without the keys whose value is null, in nested objects too (not in arrays: a null
+    element stays), as PostgreSQL's json_strip_nulls."""
+    if isinstance(value, dict):
+        return {key: stripped(item) for key, item in value.items() if item is not None}
+    if isinstance(value, list):
+        return [stripped(item) for item in value]
+    return value

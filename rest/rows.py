@@ -35,6 +35,8 @@ class Prefer:
     missing_default: bool = False
     applied: tuple = ()
     max_affected: int | None = None  # handling=strict: a PATCH or DELETE may change at most this many
+    rollback: bool = False  # the write's transaction ends rolled back (DB_TX_END, Prefer: tx=rollback)
+    shown: tuple = ()  # what Preference-Applied says on a read: count, tx, handling
 
 
 @dataclass(frozen=True)
@@ -377,9 +379,10 @@ def _run(name, operation, who, request, work):
             raise policies.read_only(name, "it is a view")
         _check_owner_column(table, access.action.policy)
         try:
-            return (
-                transactions.write(work, table, access, request) if writing else work(table, access, request)
-            )
+            if not writing:
+                return work(table, access, request)
+            end = transactions.read if request.prefer.rollback else transactions.write
+            return end(work, table, access, request)
         except (tree.FilterError, BadValue) as exc:
             raise client_error(exc) from None
         except DBAPIError as exc:

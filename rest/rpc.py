@@ -67,12 +67,14 @@ def arguments(function, given, who, strict):
     return values
 
 
-def call(function, values, read):
-    """Run `function` with `values` in one transaction; a rows.Page (a `rows` function shaped by
-    `read`), for `one` and `scalar` the JSON value to answer with, or NO_RESULT when its statement
-    returns no rows at all (an INSERT, an UPDATE: a 204)."""
+def call(function, values, read, rollback=False):
+    """Run `function` with `values` in one transaction (rolled back at its end with `rollback`); a
+    rows.Page (a `rows` function shaped by `read`), for `one` and `scalar` the JSON value to answer
+    with, or NO_RESULT when its statement returns no rows at all (an INSERT, an UPDATE: a 204)."""
     try:
-        if function.writes:
+        if function.writes and rollback:
+            found = transactions.read(_execute, function, values)
+        elif function.writes:
             found = transactions.write(_execute, function, values)
         elif function.returns == "rows":
             return transactions.read(_shaped, function, values, read, read_only=True)

@@ -9,7 +9,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 
-from values import BadValue, body_value, convert_value, json_value, text_value, whole_number
+from values import BadValue, body_value, convert_value, csv_field, json_value, whole_number
 
 kinds = sa.Table(
     "kinds",
@@ -183,10 +183,27 @@ def test_json_value(column, value, expected):
 
 @pytest.mark.parametrize(
     ("value", "field"),
-    [(None, ""), (True, "true"), (False, "false"), (1.5, "1.5"), ({"a": [1, "é"]}, '{"a": [1, "\\u00e9"]}')],
+    [
+        (None, ""),
+        (True, "t"),
+        (False, "f"),
+        (1.5, "1.5"),
+        (-5, "-5"),
+        ("plain", "plain"),
+        ("", '""'),
+        ("a b", '"a b"'),
+        ("yellow, ripe", '"yellow, ripe"'),
+        ('it\'s "sweet"', '"it\'s ""sweet"""'),
+        ("a\\b", '"a\\\\b"'),
+        ("(x)", '"(x)"'),
+        ("line\nbreak", '"line\nbreak"'),
+        ("=1+1", "'=1+1"),
+        ({"a": [1, "é"]}, '"{""a"": [1, ""é""]}"'),
+    ],
 )
-def test_text_value(value, field):
-    assert text_value(value) == field
+def test_csv_field_is_postgresqls_text_of_a_row(value, field):
+    """PostgREST's CSV is PostgreSQL's text of each row without its parentheses."""
+    assert csv_field(value) == field
 
 
 @pytest.mark.parametrize(

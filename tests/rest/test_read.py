@@ -317,7 +317,10 @@ def test_csv(rest):
     assert rows[0] == ["id", "name", "price", "note", "active"]
     assert rows[1][:2] == ["1", "Apple"] and float(rows[1][2]) == 1.5
     assert rows[2][3] == "" and rows[3][2] == "" and rows[3][3] == "yellow, ripe"
-    assert rows[5][3] == 'it\'s "sweet"' and rows[1][4] == "true" and rows[4][4] == ""
+    assert rows[5][3] == 'it\'s "sweet"' and rows[1][4] == "t" and rows[4][4] == ""
+    # quoted as PostgreSQL quotes a row's fields: a comma, a space, a quote
+    text = response.get_data(as_text=True).splitlines()
+    assert text[3].endswith(',"yellow, ripe",t') and text[5].endswith(',"it\'s ""sweet""",f')
     assert not response.get_data(as_text=True).endswith("\n")  # PostgREST ends on the last row
     empty = rest.anon.get("/rest/v1/items?id=eq.99&select=id,name", headers={"Accept": "text/csv"})
     assert empty.get_data(as_text=True) == "id,name"
@@ -358,3 +361,41 @@ def test_csv_cells_a_spreadsheet_would_run_are_quoted(rest):
     rows = list(csv.reader(io.StringIO(response.get_data(as_text=True))))[1:]
     assert [row[0] for row in rows] == ["'" + note for note in notes[:-1]] + ["plain"]
     assert {float(row[1]) for row in rows} == {-5.0} and not rows[0][1].startswith("'")
+
+
+@pytest.mark.parametrize(
+    "accept",
+    ["application/vnd.pgrst.array+json;nulls=stripped", "application/vnd.pgrst.array;nulls=stripped"],
+)
+def test_nulls_stripped_leaves_out_null_values(rest, accept):
+    """PostgREST's `Accept: application/vnd.pgrst.array+json;nulls=stripped` (json_strip_nulls): a
+    key whose value is null is left out, explicitly selected or not, in embeds too."""
+    query = {"select": "id,price,code,children(id,label)", "id": "in.(2,3)", "order": "id"}
+    response = rest.anon.get("/rest/v1/items", query_string=query, headers={"Accept": accept})
+    assert response.status_code == 200
+    assert response.headers["Content-Type"] == "application/vnd.pgrst.array+json;nulls=stripped"
+    assert response.json == [
+        {"id": 2, "price": 3.25, "code": "A2", "children": []},
+        {"id": 3, "children": []},
+    ]
+    single = rest.anon.get(
+        "/rest/v1/items?select=id,code,note&id=eq.3",
+        headers={"Accept": "application/vnd.pgrst.object+json;nulls=stripped"},
+    )
+    assert single.headers["Content-Type"] == "application/vnd.pgrst.object+json;nulls=stripped"
+    assert single.json == {"id": 3, "note": "yellow, ripe"}
+    many = rest.anon.get(
+        "/rest/v1/items?select=id", headers={"Accept": "application/vnd.pgrst.object+json;nulls=stripped"}
+    )
+    assert many.status_code == 406 and many.json["details"] == "The result contains 5 rows"
+    written = rest.anon.post(
+        "/rest/v1/items?select=id,name,price",
+        json={"name": "Kiwi"},
+        headers={"Accept": accept, "Prefer": "return=representation"},
+    )
+    assert written.status_code == 201 and written.json == [{"id": 6, "name": "Kiwi"}]
+    plain = rest.anon.get(
+        "/rest/v1/items?select=price&id=eq.3", headers={"Accept": "application/vnd.pgrst.array+json"}
+    )
+    assert plain.json == [{"price": None}]
+    assert plain.headers["Content-Type"] == "application/vnd.pgrst.array+json"

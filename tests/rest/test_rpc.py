@@ -137,6 +137,18 @@ def test_a_function_that_writes_is_post_only_and_commits(rest):
     assert rest.anon.get("/rest/v1/items?name=eq.Apple&select=qty").json == [{"qty": 42}]
 
 
+def test_a_function_that_writes_is_rolled_back_with_prefer_tx_rollback(make_rest, tables_toml, tmp_path):
+    config = tmp_path / "with-functions.toml"
+    config.write_text(tables_toml + FUNCTIONS)
+    rest = make_rest(TABLES_CONFIG=str(config), DB_TX_END="commit-allow-override")
+    headers = {"Prefer": "tx=rollback"}
+    done = rest.service.post("/rest/v1/rpc/restock", json={"qty": 42, "name": "Apple"}, headers=headers)
+    assert done.status_code == 204 and done.headers["Preference-Applied"] == "tx=rollback"
+    assert rest.anon.get("/rest/v1/items?name=eq.Apple&select=qty").json != [{"qty": 42}]
+    assert rest.service.post("/rest/v1/rpc/restock", json={"qty": 42, "name": "Apple"}).status_code == 204
+    assert rest.anon.get("/rest/v1/items?name=eq.Apple&select=qty").json == [{"qty": 42}]
+
+
 def test_the_openapi_document_lists_the_functions_a_caller_may_run(rest):
     from openapi_spec_validator import validate
 

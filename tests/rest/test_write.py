@@ -143,7 +143,7 @@ def test_upsert_merge_duplicates_on_the_primary_key(rest):
     )
     assert response.status_code == 201
     assert [(r["id"], r["name"], r["qty"]) for r in response.json] == [(1, "Apple 2", 10), (9, "Kiwi", None)]
-    assert response.headers["Preference-Applied"] == "return=representation, resolution=merge-duplicates"
+    assert response.headers["Preference-Applied"] == "resolution=merge-duplicates, return=representation"
     assert [r["name"] for r in rest.rows("items")] == [
         "Apple 2",
         "apple pie",
@@ -166,7 +166,7 @@ def test_an_upsert_that_only_merges_answers_200_as_postgrest(rest):
     assert merged.headers["Content-Range"] == "*/2"
     assert (
         merged.headers["Preference-Applied"]
-        == "return=representation, count=exact, resolution=merge-duplicates"
+        == "resolution=merge-duplicates, return=representation, count=exact"
     )
     quiet = rest.anon.post(
         "/rest/v1/items", json={"id": 1, "name": "C"}, headers={"Prefer": "resolution=merge-duplicates"}
@@ -534,7 +534,7 @@ def test_count_exact_on_upserts_counts_merged_rows_but_not_ignored_ones(rest):
         "/rest/v1/items", json=rows, headers={"Prefer": "count=exact,resolution=merge-duplicates"}
     )
     assert merged.headers["Content-Range"] == "*/2"
-    assert merged.headers["Preference-Applied"] == "count=exact, resolution=merge-duplicates"
+    assert merged.headers["Preference-Applied"] == "resolution=merge-duplicates, count=exact"
     rows = [{"id": 2, "name": "x"}, {"id": 10, "name": "Lime"}, {"id": 11, "name": "Plum"}]
     ignored = rest.anon.post(
         "/rest/v1/items", json=rows, headers={"Prefer": "count=exact,resolution=ignore-duplicates"}
@@ -569,3 +569,64 @@ def test_max_affected_with_strict_handling_refuses_a_write_that_would_touch_more
     assert lenient.status_code == 204  # without handling=strict it binds nothing, as in PostgREST
     allowed = send("/rest/v1/items?id=eq.4", headers=strict, json={"qty": 7})
     assert allowed.status_code == 204
+
+
+@pytest.mark.parametrize(
+    ("tx_end", "prefer", "kept", "applied"),
+    [
+        ("commit", None, True, None),
+        ("commit", "tx=rollback", True, None),  # no override allowed: ignored, as PostgREST does
+        ("commit-allow-override", "tx=rollback", False, "tx=rollback"),
+        ("commit-allow-override", "tx=rollback, tx=commit", False, "tx=rollback"),  # the first counts
+        ("rollback", "tx=commit", False, None),
+        ("rollback-allow-override", None, False, None),
+        ("rollback-allow-override", "tx=commit", True, "tx=commit"),
+    ],
+)
+def test_prefer_tx_ends_a_write_as_db_tx_end_allows(make_rest, tx_end, prefer, kept, applied):
+    """PostgREST's db-tx-end (DB_TX_END) and Prefer: tx=commit|rollback: the answer is the write's
+    as it would be, the rows are kept or not, and Preference-Applied says which tx was honoured."""
+    rest = make_rest(DB_TX_END=tx_end)
+    headers = {"Prefer": ", ".join(p for p in ("return=representation", prefer) if p)}
+    wanted = ", ".join(p for p in ("return=representation", applied) if p)
+    created = rest.anon.post("/rest/v1/items", json={"name": "Kiwi"}, headers=headers)
+    assert created.status_code == 201 and created.json[0]["name"] == "Kiwi"
+    assert created.headers["Preference-Applied"] == wanted
+    changed = rest.anon.patch("/rest/v1/items?id=eq.1", json={"name": "Pear"}, headers=headers)
+    assert changed.status_code == 200 and changed.json[0]["name"] == "Pear"
+    gone = rest.anon.delete("/rest/v1/items?id=eq.2", headers=headers)
+    assert gone.status_code == 200 and gone.json[0]["id"] == 2
+    names = {row["id"]: row["name"] for row in rest.rows("items")}
+    assert ("Kiwi" in names.values(), names[1] == "Pear", 2 not in names) == (kept, kept, kept)
+    read = rest.anon.get("/rest/v1/items?id=eq.3", headers={"Prefer": prefer or "count=none"})
+    assert read.headers.get("Preference-Applied") == applied
+
+
+SDK = {"X-Client-Info": "supabase-js/2"}
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "constraint", "details"),
+    [
+        ("post", "items", {"id": 1, "name": "again"}, "items_pkey", "Key (id)=(1) already exists."),
+        ("post", "items", {"name": "x", "code": "A1"}, "items_code_key", "Key (code)=(A1) already exists."),
+        ("post", "items", [{"name": "a", "code": "Z9"}, {"name": "b", "code": "A2"}], "items_code_key",
+         "Key (code)=(A2) already exists."),
+        ("post", "items", [{"name": "a", "code": "Z9"}, {"name": "b", "code": "Z9"}], "items_code_key",
+         "Key (code)=(Z9) already exists."),
+        ("patch", "items?id=eq.2", {"code": "A1"}, "items_code_key", "Key (code)=(A1) already exists."),
+        ("post", "pairs", [{"a": 1, "b": 2}, {"a": 1, "b": 2}], "pairs_pkey",
+         "Key (a, b)=(1, 2) already exists."),
+    ],
+)  # fmt: skip
+def test_a_duplicate_key_is_postgresqls_23505(rest, method, path, body, constraint, details):
+    """PostgreSQL's words, which apps show: the constraint by the name PostgreSQL gives it, and the
+    key that already exists (the client's own values) in details."""
+    response = getattr(rest.service, method)(f"/rest/v1/{path}", json=body, headers=SDK)
+    assert response.status_code == 409, response.json
+    assert response.json == {
+        "code": "23505",
+        "message": f'duplicate key value violates unique constraint "{constraint}"',
+        "details": details,
+        "hint": None,
+    }
