@@ -72,15 +72,19 @@ def call_function(name):
         values = rpc.arguments(function, body, who, strict=True)
     read = parse_read(exclude=function.params) if function.returns == "rows" else None
     prefer = preferences()
-    result = rpc.call(function, values, read, rollback=prefer.rollback)
+    result = rpc.call(function, values, read, rollback=prefer.rollback, max_affected=prefer.max_affected)
     if isinstance(result, rows.Page):
-        return page_response(read, result)
-    if result is rpc.NO_RESULT:
+        response = page_response(read, result)
+    elif result is rpc.NO_RESULT:
         response = Response(status=204)
     else:
         response = Response(json.dumps(result, separators=COMPACT), mimetype=JSON)
-    if prefer.shown:
-        response.headers["Preference-Applied"] = ", ".join(prefer.shown)
+    applied = [
+        *prefer.shown,
+        *([f"max-affected={prefer.max_affected}"] if prefer.max_affected is not None else []),
+    ]
+    if applied:
+        response.headers["Preference-Applied"] = ", ".join(applied)
     return response
 
 

@@ -144,16 +144,21 @@ def _at_most(work):
         page = work(table, access, write)
         most = write.prefer.max_affected
         if most is not None and page.total is not None and page.total > most:
-            raise APIError(
-                400,
-                Rest.MAX_AFFECTED,
-                "Query result exceeds max-affected preference constraint",
-                details=f"The query affects {page.total} rows",
-            )
+            raise too_many(page.total)
         return page
 
     bounded.__name__ = work.__name__
     return bounded
+
+
+def too_many(count):
+    """PostgREST's 400 for a write past Prefer: max-affected (with handling=strict)."""
+    return APIError(
+        400,
+        Rest.MAX_AFFECTED,
+        "Query result exceeds max-affected preference constraint",
+        details=f"The query affects {count} rows",
+    )
 
 
 def _check_not_embedded(write):

@@ -67,17 +67,26 @@ def arguments(function, given, who, strict):
     return values
 
 
-def call(function, values, read, rollback=False):
+def call(function, values, read, rollback=False, max_affected=None):
     """Run `function` with `values` in one transaction (rolled back at its end with `rollback`); a
     rows.Page (a `rows` function shaped by `read`), for `one` and `scalar` the JSON value to answer
-    with, or NO_RESULT when its statement returns no rows at all (an INSERT, an UPDATE: a 204)."""
+    with, or NO_RESULT when its statement returns no rows at all (an INSERT, an UPDATE: a 204).
+    `max_affected` (Prefer: handling=strict, max-affected=N): a function of rows that returns more
+    refuses, its transaction rolled back, as PostgREST does (one whose statement returns no rows, by
+    the rows it changed); a function of one row or a scalar is PostgREST's PGRST128."""
+    if max_affected is not None and function.returns != "rows":
+        raise APIError(
+            400,
+            Rest.MAX_AFFECTED_RPC,
+            "Function must return SETOF or TABLE when max-affected preference is used with handling=strict",
+        )
     try:
         if function.writes and rollback:
-            found = transactions.read(_execute, function, values)
+            found = transactions.read(_execute, function, values, max_affected)
         elif function.writes:
-            found = transactions.write(_execute, function, values)
+            found = transactions.write(_execute, function, values, max_affected)
         elif function.returns == "rows":
-            return transactions.read(_shaped, function, values, read, read_only=True)
+            return transactions.read(_shaped, function, values, read, max_affected, read_only=True)
         else:
             found = transactions.read(_execute, function, values, read_only=True)
     except DBAPIError as exc:
@@ -87,9 +96,14 @@ def call(function, values, read, rollback=False):
     return _value(function, found)
 
 
-def _execute(function, values):
+def _execute(function, values, max_affected=None):
     result = db.session.connection().execute(sa.text(function.sql), values)
-    return [dict(row._mapping) for row in result] if result.returns_rows else NO_RESULT
+    found = [dict(row._mapping) for row in result] if result.returns_rows else NO_RESULT
+    # A statement without rows (an UPDATE) is held to the rows it changed.
+    affected = result.rowcount if found is NO_RESULT else len(found)
+    if max_affected is not None and affected > max_affected:
+        raise rows.too_many(affected)
+    return found
 
 
 def _value(function, found):
@@ -106,19 +120,21 @@ def _value(function, found):
     return shaped[0] if shaped else None
 
 
-def _shaped(function, values, read):
+def _shaped(function, values, read, max_affected=None):
     """A rows function's result as a table's read: select, filters, order, paging, count. Without
     filters or order the statement runs as written, so its own ORDER BY holds on every database
     (MySQL does not keep the order of a subquery); paging then applies to its rows."""
     statement = sa.text(function.sql).bindparams(**values)
     if not read.query.filters and not read.query.order and not read.query.computed():
-        return _paged(function, statement, read)
+        return _paged(function, statement, read, max_affected)
     anything = statement.columns().subquery("rpc")
     probe = db.session.connection().execute(sa.select(sa.text("*")).select_from(anything).limit(1))
     first = probe.first()
     names = list(probe.keys())
     types = {name: _column_type(first[index] if first else None) for index, name in enumerate(names)}
     source = statement.columns(**types).subquery("rpc")
+    if max_affected is not None and (returned := reads.count(source, None)) > max_affected:
+        raise rows.too_many(returned)
     try:
         items = resolve.parse_select(read.query.select, source)
         where = reads.condition(read.query.filters, source)
@@ -132,9 +148,11 @@ def _shaped(function, values, read):
     return rows.Page(rows.single(read.media, found), [item.alias for item in items], total)
 
 
-def _paged(function, statement, read):
+def _paged(function, statement, read, max_affected=None):
     result = db.session.connection().execute(statement)
     found = [tuple(row) for row in result]
+    if max_affected is not None and len(found) > max_affected:
+        raise rows.too_many(len(found))
     source = sa.table("rpc", *(sa.column(name, sa.Text()) for name in result.keys()))
     try:
         items = resolve.parse_select(read.query.select, source)

@@ -149,6 +149,31 @@ def test_a_function_that_writes_is_rolled_back_with_prefer_tx_rollback(make_rest
     assert rest.anon.get("/rest/v1/items?name=eq.Apple&select=qty").json == [{"qty": 42}]
 
 
+def test_max_affected_on_a_function(rest):
+    """PostgREST's Prefer: handling=strict, max-affected=N on a function: more rows than N is a 400
+    PGRST124 and nothing it changed is kept; a function of one row or a scalar is PGRST128."""
+    strict = {"Prefer": "handling=strict, max-affected=2", "X-Client-Info": "supabase-js/2"}
+    over = rest.anon.get("/rest/v1/rpc/cheaper_than?max_price=100", headers=strict)
+    assert over.status_code == 400 and over.json["code"] == "PGRST124"
+    assert over.json["details"] == "The query affects 4 rows"
+    fits = rest.anon.get("/rest/v1/rpc/cheaper_than?max_price=3", headers=strict)
+    assert fits.status_code == 200 and len(fits.json) == 2
+    assert fits.headers["Preference-Applied"] == "handling=strict, max-affected=2"
+    scalar = rest.anon.post("/rest/v1/rpc/item_count", headers=strict)
+    assert scalar.status_code == 400 and scalar.json["code"] == "PGRST128"
+    zero = {"Prefer": "handling=strict, max-affected=0"}
+    refused = rest.service.post("/rest/v1/rpc/restock", json={"qty": 42, "name": "Apple"}, headers=zero)
+    assert refused.status_code == 400 and refused.json["details"] == "The query affects 1 rows"
+    assert rest.anon.get("/rest/v1/items?name=eq.Apple&select=qty").json == [{"qty": 10}]
+    lenient = {"Prefer": "max-affected=0"}  # binds only with handling=strict
+    assert (
+        rest.service.post(
+            "/rest/v1/rpc/restock", json={"qty": 42, "name": "Apple"}, headers=lenient
+        ).status_code
+        == 204
+    )
+
+
 def test_the_openapi_document_lists_the_functions_a_caller_may_run(rest):
     from openapi_spec_validator import validate
 
