@@ -175,7 +175,7 @@ def parse_query(pairs, select=None, order=None):
         query = params.parse_query(pairs, select, order)
     except tree.FilterError as exc:
         raise rows.client_error(exc) from None
-    if query.aggregates() and not current_app.config["DB_AGGREGATES_ENABLED"]:
+    if query.aggregates_anywhere() and not current_app.config["DB_AGGREGATES_ENABLED"]:
         # PostgREST's db-aggregates-enabled: off by default, since an aggregate over a large table
         # is an easy way to make the database work hard.
         raise APIError(400, Rest.AGGREGATES_DISABLED, "Use of aggregate functions is not allowed")

@@ -37,7 +37,19 @@ class Query:
         return any(isinstance(item, EmbedItem) for item in self.tree)
 
     def aggregates(self) -> bool:
+        """Whether the table's own select has an aggregate."""
         return any(isinstance(item, SelectItem) and item.aggregate for item in self.tree)
+
+    def aggregates_anywhere(self) -> bool:
+        """Whether the select has an aggregate, in an embedded resource's items too."""
+        pending = list(self.tree)
+        while pending:
+            item = pending.pop()
+            if isinstance(item, EmbedItem):
+                pending += item.items
+            elif item.aggregate:
+                return True
+        return False
 
     def computed(self) -> bool:
         """Whether a select item is more than a column: a JSON path, a cast or an aggregate."""

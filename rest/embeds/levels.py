@@ -36,6 +36,14 @@ class Level:
                 return item.sql
         return self.table.c[name]
 
+    def selected(self):
+        return [output for output in self.outputs if isinstance(output, SelectItem)]
+
+    @property
+    def aggregated(self):
+        """Whether an item of this level is an aggregate (its rows are groups)."""
+        return any(item.aggregate for item in self.selected())
+
     @functools.cached_property
     def children(self):
         return [output for output in self.outputs if isinstance(output, Child)]
@@ -87,8 +95,15 @@ class Child:
     joined: bool = False  # read in its parent's query, a LEFT JOIN (_joinable)
 
     def empty(self):
-        """What a parent without a matching row shows: nothing, or a count of 0."""
-        return [] if self.count is None else [{self.count: 0}]
+        """What a parent without a matching row shows: nothing, or a count of 0; for an embed of
+        aggregates alone (`comments(count(),likes.sum())`), the one group of no rows, as PostgreSQL
+        aggregates none: a count of 0, other aggregates null."""
+        if self.count is not None:
+            return [{self.count: 0}]
+        items = [item for item in self.level.outputs if isinstance(item, SelectItem)]
+        if items and all(item.aggregate for item in items):
+            return [{item.alias: 0 if item.aggregate == "count" else None for item in items}]
+        return []
 
     def exists(self, parent):
         """EXISTS (a matching row of this embed) for the parent row of table `parent`."""
@@ -162,6 +177,9 @@ class Child:
         statement = sa.select(*labeled).select_from(self._source()).where(*where)
         if self.count is not None:
             return statement.group_by(*key_columns)
+        if level.aggregated:  # PostgREST's aggregates in an embed: grouped by its other columns
+            plain = [level.column(item_key(item)) for item in level.selected() if not item.aggregate]
+            return statement.group_by(*key_columns, *plain).order_by(*key_columns, *level.order)
         if relationship.many and (level.limit is not None or level.offset):
             return self._paged(statement, key_columns, len(labeled))
         return statement.order_by(*key_columns, *level.order)

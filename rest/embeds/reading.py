@@ -176,6 +176,7 @@ def _joinable(level, policy):
         if child.shown
         and not (child.relationship.many or child.inner)
         and child.count is None
+        and not child.level.aggregated
         and child.junction is None
         and "select" not in child.policy.row_policies
         and names.count(child.level.table.name) == 1

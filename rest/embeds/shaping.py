@@ -182,8 +182,9 @@ def _attach(child, objects, keys, grouped):
             for name in names:
                 one[name] = None if match is None else match[name]
     elif many:
+        empty = child.empty()
         for one, key in zip(objects, keys, strict=True):
-            one[alias] = grouped.get(key) or []
+            one[alias] = grouped.get(key) or empty
     else:
         for one, key in zip(objects, keys, strict=True):
             one[alias] = grouped.get(key)

@@ -735,3 +735,27 @@ def test_one_table_embedded_twice_under_one_name_is_postgresqls_42712(blog):
     assert blog.get("reviews?select=a:id,b:id,w:users!writer_id(username),r:users!reader_id(username)") == [
         {"a": 1, "b": 1, "w": {"username": "ann"}, "r": {"username": "bob"}}
     ]
+
+
+def test_aggregates_inside_an_embed(blog):
+    """PostgREST's `posts(count())`: an embed's aggregates, grouped by its other columns, for each
+    parent; a parent without rows gets the one group of none (a count of 0, other aggregates null).
+    Behind DB_AGGREGATES_ENABLED, as the table's own aggregates."""
+    query = "users?select=username,posts(count())&order=user_id"
+    assert blog.anon.get(f"/rest/v1/{query}").json["code"] == 400  # the setting is off
+    blog.app.config["DB_AGGREGATES_ENABLED"] = True
+    assert blog.get(query) == [
+        {"username": "ann", "posts": [{"count": 2}]},
+        {"username": "bob", "posts": [{"count": 1}]},
+        {"username": "cid", "posts": [{"count": 0}]},
+    ]
+    rows = blog.get("posts?select=id,comments(n:count(),last:user_id.max())&order=id")
+    assert rows == [
+        {"id": 1, "comments": [{"n": 3, "last": 3}]},
+        {"id": 2, "comments": [{"n": 0, "last": None}]},
+        {"id": 3, "comments": [{"n": 1, "last": 1}]},
+    ]
+    grouped = blog.get("posts?select=id,comments(user_id,count())&id=eq.3")
+    assert grouped == [{"id": 3, "comments": [{"user_id": 1, "count": 1}]}]
+    for refused in ("users?select=posts(count(),comments(id))", "posts?select=id,...users(count())"):
+        assert_rest_error(blog.anon.get(f"/rest/v1/{refused}"), 400)
