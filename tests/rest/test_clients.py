@@ -101,11 +101,13 @@ def test_official_postgrest_client(live_server, rest):
         with pytest.raises(PostgrestError) as duplicate:
             client.from_("items").insert({"id": 1, "name": "again"}).execute()
         assert duplicate.value.code == "23505"
-        assert duplicate.value.message == "duplicate key value violates unique constraint"
+        assert duplicate.value.message == 'duplicate key value violates unique constraint "items_pkey"'
+        assert duplicate.value.details == "Key (id)=(1) already exists."
 
         with pytest.raises(PostgrestError) as unknown:
             client.from_("itemz").select("*").execute()
         assert unknown.value.code == "PGRST205"
-        assert unknown.value.hint == "Perhaps you meant the table 'items'"
+        assert unknown.value.message == "Could not find the table 'public.itemz' in the schema cache"
+        assert unknown.value.hint == "Perhaps you meant the table 'public.items'"
     finally:
         client.session.close()
