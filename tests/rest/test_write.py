@@ -248,7 +248,9 @@ def test_upsert_on_a_column_set_without_a_unique_constraint_is_a_400(rest, on_co
 
 def test_plain_insert_of_a_duplicate_is_a_409(rest):
     body = assert_rest_error(rest.anon.post("/rest/v1/items", json={"id": 1, "name": "again"}), 409)
-    assert body["message"] == "duplicate key value violates unique constraint"
+    assert body["message"] == 'duplicate key value violates unique constraint "items_pkey"'
+    # The key the client sent, and nothing of the row already stored.
+    assert body["details"] == "Key (id)=(1) already exists."
     assert "Apple" not in str(body) and "A1" not in str(body)
 
 
