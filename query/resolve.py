@@ -31,7 +31,8 @@ def resolve_column(table: sa.Table, name: str, where: str) -> sa.Column:
 def unknown_column(table: sa.FromClause, name: str) -> FilterError:
     """PostgreSQL's 42703, as PostgREST passes it on: `column items.nme does not exist`, with its
     hint when a column's name is near."""
-    table_name = getattr(table, "element", table).name  # an embed's alias: its table's name
+    # An embed's alias: its table's name; a function's rows (a subquery): their own name.
+    table_name = getattr(getattr(table, "element", None), "name", None) or table.name
     matches = difflib.get_close_matches(name, list(table.c.keys()), n=1) if len(name) <= 100 else []
     hint = f'Perhaps you meant to reference the column "{table_name}.{matches[0]}".' if matches else None
     return FilterError(f"column {table_name}.{name[:100]} does not exist", hint=hint, kind="column")
