@@ -295,6 +295,20 @@ def json_rows(shape, rows):
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # what a spreadsheet would run as a formula
 
 
+def text_value(value):
+    """A JSON value as text to show; NULL is empty. Text a spreadsheet would run as a formula gets
+    a leading ' (numbers stay as they are: -5 is a number, not a formula)."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict | list):
+        value = json.dumps(value)
+    elif not isinstance(value, str):
+        return str(value)
+    return "'" + value if value.startswith(FORMULA_STARTS) else value
+
+
 CSV_QUOTED = frozenset('",\\()')
 
 
