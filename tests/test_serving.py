@@ -82,10 +82,12 @@ def server_log(process, until=None):
         time.sleep(0.05)
 
 
+@pytest.mark.parametrize("realtime", ["off", "on"])
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
-def test_a_stop_signal_drains_the_requests_in_flight_and_exits_0(start, signum):
+def test_a_stop_signal_drains_the_requests_in_flight_and_exits_0(start, signum, realtime):
+    """On both servers: waitress (REALTIME=off) and uvicorn (Realtime on)."""
     # bcrypt at cost 12 takes a good fraction of a second: the sign-ups are in flight for a while.
-    process, base, anon = start(BCRYPT_ROUNDS=12, THREADS=4)
+    process, base, anon = start(BCRYPT_ROUNDS=12, THREADS=4, REALTIME=realtime)
     results = {}
 
     def sign_up(n):
