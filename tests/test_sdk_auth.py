@@ -138,7 +138,7 @@ def test_app_metadata_is_set_by_an_administrator_only_and_reaches_the_token(admi
     ("path", "shape", "code"),
     [
         ("/storage/v1/object/public/avatars/a.png", "storage", "NoSuchKey"),
-        ("/realtime/v1/websocket", "rest", "PGRST125"),
+        ("/graphql/v1", "rest", "PGRST125"),
         ("/functions/v1/hello", "rest", "PGRST125"),
         ("/rest/v1/rpc/hello", "rest", "PGRST202"),
         ("/auth/v1/sigup", "auth", "not_found"),
