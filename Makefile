@@ -2,6 +2,9 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# pytest-xdist workers for `make test`: each has its own MariaDB, SQLite files and ports (README,
+# Development). TEST_WORKERS=0 runs the suite in one process.
+TEST_WORKERS ?= 3
 
 .DEFAULT_GOAL := help
 .PHONY: help run test keys lint format bench bench-galera screenshots clean
@@ -23,8 +26,8 @@ $(VENV)/.dev-deps: requirements.txt requirements-dev.txt | $(BIN)/python
 run: $(VENV)/.run-deps ## serve on HOST:PORT (default 127.0.0.1:8000) over SQLite in instance/, printing the API keys
 	$(BIN)/python wsgi.py
 
-test: $(VENV)/.dev-deps ## run the whole suite (SQLite, and MariaDB when mariadbd is installed or TEST_DATABASE_URL is set)
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+test: $(VENV)/.dev-deps ## run the whole suite in TEST_WORKERS processes (SQLite, and MariaDB when mariadbd is installed or TEST_DATABASE_URL is set)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 keys: $(VENV)/.run-deps ## print the anon and service_role API keys (the ones `make run` serves with)
 	$(BIN)/flask --app app keys

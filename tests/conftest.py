@@ -1,6 +1,9 @@
 """Fixtures: an app on a real SQLite file or a real MariaDB database, API keys, and a client that
-sends them. The MariaDB server is started once per run when `mariadbd` is installed."""
+sends them. The MariaDB server is started once per test process when `mariadbd` is installed: under
+pytest-xdist (`make test` runs `-n`) each worker has its own, and each test its own database on it.
+"""
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -8,6 +11,7 @@ import tempfile
 import threading
 import time
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
 
 import pymysql
@@ -23,13 +27,30 @@ from support import SECRET, Api, free_port, serve_app, stop_waitress
 BACKENDS = ["sqlite", pytest.param("mysql", marks=pytest.mark.mysql)]
 
 
+def worker():
+    """The pytest-xdist worker this process is ("gw0", "gw1", …), or "main" in a serial run."""
+    return os.environ.get("PYTEST_XDIST_WORKER", "main")
+
+
+@contextmanager
+def held(lock_path):
+    """An exclusive lock on `lock_path` across the workers (and other runs on this machine)."""
+    with open(lock_path, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def find(program):
     return shutil.which(program) or shutil.which(program, path="/usr/sbin:/usr/bin")
 
 
 @pytest.fixture(scope="session")
 def mariadb_server():
-    """A server URL without a database: TEST_DATABASE_URL's, or a throwaway mariadbd's."""
+    """A server URL without a database: TEST_DATABASE_URL's, or a throwaway mariadbd's, one per
+    test process (each xdist worker starts its own on a free port)."""
     if os.environ.get("TEST_DATABASE_URL"):
         yield make_url(os.environ["TEST_DATABASE_URL"]).set(database=None)
         return
@@ -38,14 +59,31 @@ def mariadb_server():
         if os.environ.get("CI"):
             pytest.fail("CI must run the MySQL tests: install mariadb-server")
         pytest.skip("mariadbd is not installed and TEST_DATABASE_URL is not set")
-    workdir = Path(tempfile.mkdtemp(prefix="minibase-mariadb-"))
-    port = free_port()
-    subprocess.run(
+    workdir = Path(tempfile.mkdtemp(prefix=f"minibase-mariadb-{worker()}-"))
+    installed = subprocess.run(
         [install, "--no-defaults", "--user=root", f"--datadir={workdir}/data",
          "--auth-root-authentication-method=normal", "--skip-test-db",
          "--innodb-log-file-size=8M"],
-        check=True, capture_output=True,
+        capture_output=True, text=True,
     )  # fmt: skip
+    assert installed.returncode == 0, f"mariadb-install-db failed: {installed.stderr[-2000:]}"
+    for _ in range(3):  # a free port taken by another process before mariadbd binds it: again
+        server, port = start_mariadbd(mariadbd, workdir)
+        if server is not None:
+            break
+    else:
+        log = workdir / "err.log"
+        pytest.fail(f"mariadbd did not start: {log.read_text()[-2000:] if log.exists() else 'no log'}")
+    yield make_url(f"mysql+pymysql://root@127.0.0.1:{port}/?charset=utf8mb4")
+    server.terminate()
+    server.wait(timeout=30)
+    shutil.rmtree(workdir, ignore_errors=True)
+
+
+def start_mariadbd(mariadbd, workdir, seconds=120):
+    """mariadbd on `workdir`'s data and a free port, once it answers: (process, port), or (None,
+    None) when it exited or did not answer within `seconds` (a loaded machine starts it slowly)."""
+    port = free_port()
     server = subprocess.Popen(
         [mariadbd, "--no-defaults", "--user=root", f"--datadir={workdir}/data",
          f"--socket={workdir}/sock", f"--port={port}", "--bind-address=127.0.0.1",
@@ -53,20 +91,17 @@ def mariadb_server():
          "--innodb-log-file-size=8M", "--lock-wait-timeout=5", "--innodb-lock-wait-timeout=5",
          "--innodb-flush-log-at-trx-commit=0", "--skip-log-bin"],
     )  # fmt: skip
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + seconds
     while True:
         try:
             pymysql.connect(host="127.0.0.1", port=port, user="root").close()
-            break
+            return server, port
         except pymysql.err.OperationalError:
             if time.monotonic() > deadline or server.poll() is not None:
                 server.kill()
-                pytest.fail(f"mariadbd did not start: {(workdir / 'err.log').read_text()[-2000:]}")
+                server.wait()
+                return None, None
             time.sleep(0.05)
-    yield make_url(f"mysql+pymysql://root@127.0.0.1:{port}/?charset=utf8mb4")
-    server.terminate()
-    server.wait(timeout=30)
-    shutil.rmtree(workdir, ignore_errors=True)
 
 
 def mysql_admin(server_url, sql):
@@ -208,17 +243,22 @@ JS_DIR = Path(__file__).resolve().parent / "js"
 
 @pytest.fixture(scope="session")
 def node_modules():
-    """supabase-js as tests/js/package-lock.json pins it, installed once per run; the test is skipped
-    where node and npm are not installed."""
+    """supabase-js as tests/js/package-lock.json pins it, installed once (the first worker to get here
+    installs it while the others wait); the test is skipped where node and npm are not installed."""
     if shutil.which("node") is None or shutil.which("npm") is None:
         if os.environ.get("CI"):
             pytest.fail("CI must run the SDK and sign-in tests: install node 20 and npm (.ci/run does)")
         pytest.skip("node and npm are not installed")
     modules = JS_DIR / "node_modules"
     wanted = (modules / "@supabase" / "supabase-js", modules / "otpauth", modules / "axe-core")
-    if not all(path.exists() for path in wanted):
-        done = subprocess.run(
-            ["npm", "ci", "--no-audit", "--no-fund"], cwd=JS_DIR, capture_output=True, text=True, timeout=600
-        )
-        assert done.returncode == 0, done.stderr[-3000:]
+    with held(JS_DIR / ".npm-ci.lock"):
+        if not all(path.exists() for path in wanted):
+            done = subprocess.run(
+                ["npm", "ci", "--no-audit", "--no-fund"],
+                cwd=JS_DIR,
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
+            assert done.returncode == 0, done.stderr[-3000:]
     return JS_DIR / "node_modules"

@@ -56,6 +56,8 @@ update = "anon"
 delete = "anon"
 """
 addresses = (f"198.51.100.{n}" for n in itertools.count(1))
+# One cluster for the module: under pytest-xdist all its tests run on one worker, which starts it.
+pytestmark = pytest.mark.xdist_group("galera")
 
 
 @pytest.fixture(scope="module")
