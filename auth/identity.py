@@ -57,6 +57,18 @@ def is_secret_key(key):
     return key.startswith(SECRET_KEY_PREFIX)
 
 
+# What factor_object shows of a factor (never its secret).
+FACTOR_COLUMNS = (
+    "id",
+    "friendly_name",
+    "factor_type",
+    "status",
+    "created_at",
+    "updated_at",
+    "last_challenged_at",
+)
+
+
 def identify(token):
     """The identity behind a bearer token; a 401 when it is bad, expired, logged out or its user gone."""
     role = api_key_role(token)
@@ -94,21 +106,30 @@ def acting_user(user_id, aal):
 
 def factors_and_identities(who):
     """The signed-in caller's factor objects and identity rows, for the user object GET /user
-    answers with: prepared too, and run only then, not for every request a bearer token makes."""
+    answers with: prepared too, and run only for a user who has any (the bearer check's row says
+    so), so that GET /user is one statement for everyone else."""
+    if not who.user.has_links:
+        return [], []
     factors, linked = transactions.prepared({"session_id": who.session_id}, *prepared_session_user()[1:])
     return [factor_object(factor) for factor in factors], list(linked)
 
 
 def prepared_session_user():
     """A session (with its assurance level) and its user with the profile /auth/v1/user answers with,
-    which every bearer token runs; and the user's factors and linked identities, which GET /user
-    adds. Prepared once per users table (database.transactions.prepare)."""
+    and whether the user has factors or linked identities (two index probes), which every bearer
+    token runs; and those factors (not their secrets) and identities, which GET /user adds when there
+    are any. Prepared once per users table (database.transactions.prepare)."""
     cache, users = state(), users_table()
     if cache.session_user is None or cache.session_user[0] is not users:
+        has_links = sa.or_(
+            sa.exists().where(Factor.user_id == Session.user_id),
+            sa.exists().where(LinkedIdentity.user_id == Session.user_id),
+        )
         query = (
             select(
                 Session.user_id.label("session_user"),
                 sa.func.coalesce(Session.aal, "aal1").label("session_aal"),
+                has_links.label("has_links"),
                 *user_columns(),
             )
             .select_from(Session)
@@ -117,7 +138,7 @@ def prepared_session_user():
             .where(Session.id == bindparam("session_id", required=True))
         )
         factors = (
-            select(Factor)
+            select(*(getattr(Factor, name) for name in FACTOR_COLUMNS))
             .join(Session, Session.user_id == Factor.user_id)
             .where(Session.id == bindparam("session_id", required=True))
             .order_by(Factor.created_at, Factor.id)

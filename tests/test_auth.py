@@ -43,6 +43,43 @@ def test_password_sign_in_and_current_user(api):
     assert "password" not in me.get_data(as_text=True)
 
 
+def statements_run(app, monkeypatch):
+    """A list that grows by one for each SQL statement the app runs, prepared (run on the DBAPI) or
+    through SQLAlchemy."""
+    from sqlalchemy import event
+
+    from database import transactions
+
+    ran, run_prepared = [], transactions.run_prepared
+
+    def counted(engine, values, *statements, **kwargs):
+        ran.extend(statement.sql for statement in statements)
+        return run_prepared(engine, values, *statements, **kwargs)
+
+    monkeypatch.setattr(transactions, "run_prepared", counted)
+    with app.app_context():
+        engine = db.engine
+    event.listen(engine, "before_cursor_execute", lambda *args: ran.append(args[2]))
+    return ran
+
+
+def test_current_user_is_one_statement_unless_the_user_has_factors(api, app, monkeypatch):
+    token = api.sign_up()["access_token"]
+    ran = statements_run(app, monkeypatch)
+    me = api.get("/auth/v1/user", token=token)
+    assert me.status_code == 200 and "factors" not in me.json
+    assert len(ran) == 1, ran
+    enrolled = api.post(
+        "/auth/v1/factors", token=token, json={"factor_type": "totp", "friendly_name": "phone"}
+    )
+    assert enrolled.status_code == 200, enrolled.json
+    ran.clear()
+    me = api.get("/auth/v1/user", token=token)
+    assert [(f["id"], f["friendly_name"]) for f in me.json["factors"]] == [(enrolled.json["id"], "phone")]
+    assert len(ran) == 3, ran  # the bearer check's row says there are links: factors and identities
+    assert "minibase_mfa_factors" in ran[1] and "secret" not in ran[1].partition("FROM")[0]  # never read
+
+
 def test_sign_in_ignores_fields_it_does_not_use(api):
     api.sign_up()
     response = api.post(
