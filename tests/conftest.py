@@ -59,9 +59,10 @@ def mariadb_server():
         if os.environ.get("CI"):
             pytest.fail("CI must run the MySQL tests: install mariadb-server")
         pytest.skip("mariadbd is not installed and TEST_DATABASE_URL is not set")
+    # Its own --tmpdir too: two mariadb-install-db runs at once in /tmp clash on a temporary table.
     workdir = Path(tempfile.mkdtemp(prefix=f"minibase-mariadb-{worker()}-"))
     installed = subprocess.run(
-        [install, "--no-defaults", "--user=root", f"--datadir={workdir}/data",
+        [install, "--no-defaults", "--user=root", f"--datadir={workdir}/data", f"--tmpdir={workdir}",
          "--auth-root-authentication-method=normal", "--skip-test-db",
          "--innodb-log-file-size=8M"],
         capture_output=True, text=True,
@@ -85,7 +86,7 @@ def start_mariadbd(mariadbd, workdir, seconds=120):
     None) when it exited or did not answer within `seconds` (a loaded machine starts it slowly)."""
     port = free_port()
     server = subprocess.Popen(
-        [mariadbd, "--no-defaults", "--user=root", f"--datadir={workdir}/data",
+        [mariadbd, "--no-defaults", "--user=root", f"--datadir={workdir}/data", f"--tmpdir={workdir}",
          f"--socket={workdir}/sock", f"--port={port}", "--bind-address=127.0.0.1",
          f"--pid-file={workdir}/pid", f"--log-error={workdir}/err.log",
          "--innodb-log-file-size=8M", "--lock-wait-timeout=5", "--innodb-lock-wait-timeout=5",

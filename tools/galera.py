@@ -197,7 +197,7 @@ class Cluster:
         first.dir.mkdir()
         subprocess.run(
             [find("mariadb-install-db"), "--no-defaults", "--user=root", f"--datadir={first.data}",
-             "--auth-root-authentication-method=normal", "--skip-test-db",
+             f"--tmpdir={first.dir}", "--auth-root-authentication-method=normal", "--skip-test-db",
              "--innodb-log-file-size=8M"],
             check=True, capture_output=True,
         )  # fmt: skip

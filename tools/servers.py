@@ -274,7 +274,7 @@ def start_mariadb(workdir):
 
     data, port = workdir / "mariadb", free_port()
     subprocess.run(
-        [install, "--no-defaults", "--user=root", f"--datadir={data}",
+        [install, "--no-defaults", "--user=root", f"--datadir={data}", f"--tmpdir={workdir}",
          "--auth-root-authentication-method=normal", "--skip-test-db", "--innodb-log-file-size=8M"],
         check=True, capture_output=True,
     )  # fmt: skip
