@@ -89,6 +89,7 @@ class Disk:
     def __init__(self, root):
         self.root = Path(root)
         self.staging = self.root / ".tmp"
+        self.objects = os.path.join(root, "objects")  # as text: opening a download builds no Path
 
     def path(self, key):
         return self.root / "objects" / key[:2] / key
@@ -121,7 +122,7 @@ class Disk:
 
     def open(self, key):
         """The object's bytes as an open binary file; FileNotFoundError when they are gone."""
-        return open(self.path(key), "rb")  # noqa: SIM115 (the response closes it)
+        return open(os.path.join(self.objects, key[:2], key), "rb")  # noqa: SIM115 (the response closes it)
 
     def delete(self, key):
         try:
