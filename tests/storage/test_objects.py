@@ -223,6 +223,21 @@ def test_html_and_svg_are_never_pages_of_the_api(service, api):
         assert "sandbox" in got.headers["Content-Security-Policy"]
 
 
+def test_a_public_url_follows_the_bucket_row_at_once(service, browser, api):
+    """The public download's one statement reads the bucket's public flag as it is now, and a
+    bucket id that cannot exist answers as a missing object."""
+    assert service.post("/storage/v1/bucket", json={"id": "docs", "public": True}).status_code == 200
+    upload(service, "docs/a.txt", b"a")
+    assert browser.get(f"{OBJECTS}/public/docs/a.txt").data == b"a"
+    assert service.put("/storage/v1/bucket/docs", json={"public": False}).status_code == 200
+    assert_storage_error(browser.get(f"{OBJECTS}/public/docs/a.txt"), 404, "NoSuchKey")
+    assert_storage_error(api.get(f"{OBJECTS}/docs/a.txt"), 404, "NoSuchKey")  # made by the API: no rule
+    assert service.get(f"{OBJECTS}/docs/a.txt").data == b"a"
+    for bucket in ("-", "a" * 64, "d%27ocs", "docs%20OR%201=1", ".docs"):
+        assert_storage_error(browser.get(f"{OBJECTS}/public/{bucket}/a.txt"), 404, "NoSuchKey")
+        assert_storage_error(service.get(f"{OBJECTS}/{bucket}/a.txt"), 404, "NoSuchKey")
+
+
 def test_the_owner_rule_keeps_users_to_their_objects(api, user_token, app):
     ann, bob = user_token("ann@example.com"), user_token("bob@example.com")
     assert_storage_error(upload(api, "avatars/anon.txt"), 401, "AccessDenied")
