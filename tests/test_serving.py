@@ -56,7 +56,7 @@ def start(tmp_path):
             try:
                 requests.get(f"{base}/health", timeout=1)
                 break
-            except requests.ConnectionError:
+            except requests.RequestException:  # not listening yet, or too busy starting to answer
                 assert process.poll() is None and time.monotonic() < deadline, "wsgi.py did not start"
                 time.sleep(0.05)
         process.log = log
