@@ -19,6 +19,9 @@ import sqlalchemy as sa
 from extensions import db, state
 from support import Api, free_port, serve_as_wsgi_py, serve_with_realtime
 
+# Timing-sensitive (slow clients, deadlines, faults): under make test these go to one worker together.
+pytestmark = pytest.mark.xdist_group("timing")
+
 ROOT = Path(__file__).resolve().parent.parent
 
 ROWS = 4000

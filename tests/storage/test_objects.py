@@ -227,6 +227,7 @@ def test_a_download_under_uvicorn_is_handed_over_in_large_blocks(service, app, s
     """`python wsgi.py` serves Flask through a2wsgi, which passes each block a response yields from
     its thread to the event loop: a 1 MB download goes in four blocks, not werkzeug's 128 of 8 KB."""
     import asyncio
+    import threading
 
     from runtime import asgi
 
@@ -253,7 +254,10 @@ def test_a_download_under_uvicorn_is_handed_over_in_large_blocks(service, app, s
 
         await serve(scope, receive, send)
 
-    asyncio.run(download())
+    # A thread of its own: this one may hold another event loop (Playwright's, in the same worker).
+    thread = threading.Thread(target=asyncio.run, args=(download(),))
+    thread.start()
+    thread.join(timeout=60)
     assert sent[0]["type"] == "http.response.start" and sent[0]["status"] == 200
     blocks = [message["body"] for message in sent[1:] if message["body"]]
     assert b"".join(blocks) == payload and [len(block) for block in blocks] == [asgi.FILE_BLOCK] * 4
