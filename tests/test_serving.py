@@ -27,8 +27,9 @@ from auth import tokens
 from runtime import logs, server
 from support import SECRET, free_port
 
-# Timing-sensitive (slow clients, deadlines, faults): under make test these go to one worker together.
-pytestmark = pytest.mark.xdist_group("timing")
+# Timing-sensitive (a thousand slow clients, /health answered within seconds): make test runs these by
+# themselves, after the parallel run.
+pytestmark = pytest.mark.alone
 
 ROOT = Path(__file__).resolve().parent.parent
 
