@@ -137,6 +137,7 @@ def refuse_secret_key_in_browser(key):
             Auth.INVALID_API_KEY,
             "Forbidden use of secret API key in browser",
             hint="Secret API keys belong on servers; a browser app uses a publishable key.",
+            details="",  # the gateway's, as the other API-key errors
             api="rest",
         )
 
