@@ -22,10 +22,11 @@ PARAMETERS = ("uid", "role", "email", "aal")
 APP_METADATA = re.compile(r"app_metadata\.([A-Za-z_]\w*)")
 
 
-def rule_words(where, entry):
-    """operation -> rule word of a [tables.NAME] or [buckets.NAME]: `service_role` where unset."""
+def rule_words(where, entry, operations=OPERATIONS):
+    """operation -> rule word of a [tables.NAME], [buckets.NAME] or [realtime]: `service_role` where
+    unset."""
     rules = {}
-    for operation in OPERATIONS:
+    for operation in operations:
         rule = entry.get(operation, "service_role")
         if rule not in RULES:
             raise ConfigError(f"{where}: {operation} = {rule!r} is not one of {', '.join(RULES)}")

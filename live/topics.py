@@ -23,7 +23,7 @@ import sqlalchemy as sa
 
 from config import ConfigError
 from extensions import db, state
-from row_policies import RULES, check_compiles, values_for
+from row_policies import check_compiles, rule_words, values_for
 from row_policies import parse as parse_policies
 
 OPERATIONS = ("select", "insert")
@@ -60,12 +60,7 @@ def parse(entry, source="tables.toml"):
     unknown = sorted(set(entry) - {*OPERATIONS, "policies"})
     if unknown:
         raise ConfigError(f"{where}: unknown key {unknown[0]!r}; expected select, insert or policies")
-    rules = {}
-    for operation in OPERATIONS:
-        rule = entry.get(operation, "service_role")
-        if rule not in RULES:
-            raise ConfigError(f"{where}: {operation} = {rule!r} is not one of {', '.join(RULES)}")
-        rules[operation] = rule
+    rules = rule_words(where, entry, OPERATIONS)
     policies = parse_policies(where, "messages", entry.get("policies", {}))
     wrong = sorted(set(policies) - set(OPERATIONS))
     if wrong:
