@@ -4,9 +4,9 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
+import flask_limiter
 from flask import current_app, request
 from flask_cors import CORS
-from flask_limiter import Limiter
 from flask_migrate import Migrate
 from flask_sqlalchemy import SQLAlchemy
 from sqlalchemy.orm import DeclarativeBase
@@ -62,6 +62,17 @@ def state():
 def client_ip():
     # request.remote_addr is the proxy's X-Forwarded-For value only when TRUSTED_PROXIES says so
     return request.remote_addr or "unknown"
+
+
+class Limiter(flask_limiter.Limiter):
+    """flask-limiter's Limiter, whose every app starts on its own store. Flask-Limiter remembers on
+    the Limiter, not per app, that a shared store stopped answering and it counts in memory
+    instead; a later app in the same process would count in memory too, and move its counts to
+    its own store half-way once that store answers, forgetting what it had counted."""
+
+    def init_app(self, app):
+        super().init_app(app)
+        self._storage_dead = False
 
 
 db = SQLAlchemy(model_class=Base)

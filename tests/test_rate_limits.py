@@ -1,6 +1,7 @@
 """The auth API's rate limits, per client IP; X-Forwarded-For only behind a configured proxy."""
 
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -195,3 +196,19 @@ def test_the_lockout_ends_with_its_window_and_a_new_window_counts_from_one(limit
     for _ in range(10):
         assert_auth_error(limited.sign_in(password="wrong-pw"), 400, "invalid_credentials")
     assert_auth_error(limited.sign_in(), 429, "over_request_rate_limit")
+
+
+def test_an_app_counts_on_its_own_store_after_another_found_its_store_down(make_app, anon_key):
+    # The limiter is shared by every app in a process; one app's dead store must not make the next
+    # count in memory first and switch to its own store half-way (the check comes after 2 s).
+    down = Api(make_app(RATE_LIMITS=True, RATE_LIMIT_STORAGE_URI="redis://127.0.0.1:1"), anon_key)
+    assert_auth_error(down.sign_in(password="wrong-pw"), 400, "invalid_credentials")
+    api = Api(make_app(RATE_LIMITS=True), anon_key)
+    session = api.sign_up()
+    for n in range(30):
+        if n == 15:
+            time.sleep(2.5)
+        response = api.put("/auth/v1/user", token=session["access_token"], json={"password": f"new-pw-{n}"})
+        assert response.status_code == 200, response.json
+    response = api.put("/auth/v1/user", token=session["access_token"], json={"password": "one-more"})
+    assert_auth_error(response, 429, "over_request_rate_limit")

@@ -32,6 +32,14 @@ class Server:
     def log(self):
         return self.log_path.read_text()
 
+    def wait_for_log(self, *texts, timeout=10):
+        """The log once it holds every one of `texts`: the service writes its log on a thread of
+        its own, so a line can land after the request that caused it was answered."""
+        deadline = time.monotonic() + timeout
+        while not all(text in self.log() for text in texts) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return self.log()
+
 
 @pytest.fixture
 def start_server(tmp_path, database_url):
