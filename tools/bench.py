@@ -12,8 +12,10 @@ measured again with WORKERS=2, against itself with one worker.
 
 Environment: BENCH_SECONDS (5 per figure), BENCH_ROWS (20000), BENCH_BIG_ROWS (1000000),
 BENCH_SOAK (100000 requests before RSS is read), BENCH_MARIADB (on when mariadbd is installed),
-BENCH_ONLY=mysql or BENCH_ONLY=sqlite (only the MariaDB figures, or only the SQLite reads against
-their bound and the embedded read, with their goals: a quick run when working on them).
+BENCH_ONLY=mysql, BENCH_ONLY=php or BENCH_ONLY=sqlite (only the MariaDB figures, only minibase
+against php-crud-api on MariaDB, or only the SQLite reads against their bound and the embedded
+read, with their goals: a quick run when working on them). The php-crud-api rows take api.php from
+BENCH_PHP_CRUD_API (a path) or download it (tools/bench_php.py).
 """
 
 import json
@@ -34,6 +36,7 @@ import sqlalchemy as sa
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from auth import tokens  # noqa: E402
+from tools.bench_php import bench_php_crud_api  # noqa: E402
 from tools.bench_storage import bench_storage  # noqa: E402
 from tools.servers import (  # noqa: E402
     FLOOR_APP,
@@ -85,6 +88,7 @@ class Results:
         self.rates = {}
         self.p99 = {}
         self.served = {}
+        self.cpu = {}  # CPU milliseconds a request, where measured (tools/bench_php.py)
 
     def wrk(self, label, url, headers=None, script=None, seconds=SECONDS, server=None):
         command = [*WRK, f"-d{seconds:g}s"]
@@ -211,11 +215,11 @@ def main():
     path, key, results, processes = workdir / "bench.db", tokens.api_key("anon", SECRET), Results(), []
     headers = {"apikey": key}
     try:
-        if ONLY == "mysql":
+        if ONLY in ("mysql", "php"):
             report(bench_mariadb(workdir, results, key, path))
             return
         if ONLY not in ("", "sqlite"):
-            raise SystemExit(f"BENCH_ONLY={ONLY}: the subsets there are are mysql and sqlite")
+            raise SystemExit(f"BENCH_ONLY={ONLY}: the subsets there are are mysql, php and sqlite")
         print(f"seeding {ROWS} rows ...", flush=True)
         seed(f"sqlite:///{path}", ROWS)
         ceiling, ceiling_url = start_ceiling(path)
@@ -384,6 +388,8 @@ def bench_mariadb(workdir, results, key, path):
     try:
         print(f"\nMariaDB, {ROWS} rows", flush=True)
         seed(url, ROWS)
+        if ONLY == "php":
+            return bench_php_crud_api(workdir, results, key, url, server)
         ceiling, ceiling_url = start_ceiling(path, url.replace("mysql+pymysql", "mysql"))
         bound = results.wrk(BARE_MYSQL, ceiling_url + "/mysql/4242", server="ceiling")
         minibase, base = start_minibase(workdir, url)
@@ -392,12 +398,14 @@ def bench_mariadb(workdir, results, key, path):
         print(f"  SQL:  {statement}")
         for line in plan:
             print(f"  plan: {line}")
+        stop(minibase)
         rate = results.rates
-        return [
+        rows = [
             at_least(f"MariaDB: key read / {BARE_MYSQL[7:]}", rate[KEY + MARIADB] / bound, 0.85),
             at_least(f"MariaDB: {USER} / the same bound", rate[USER + MARIADB] / bound, 0.85),
             at_least(f"MariaDB: {LIST} / the same bound", rate[LIST + MARIADB] / bound, 0.50),
         ]
+        return rows + bench_php_crud_api(workdir, results, key, url, server)
     finally:
         stop(minibase)
         stop(ceiling)
