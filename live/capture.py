@@ -45,7 +45,7 @@ def install():
             with db.engine.begin() as connection:
                 connection.exec_driver_sql(f"DROP TRIGGER IF EXISTS {stale}")
     except DBAPIError as exc:
-        log.warning("realtime: cannot drop the triggers of tables no longer opted in: %s", _first_line(exc))
+        log.warning("realtime: cannot drop the triggers of tables no longer opted in: %s", first_line(exc))
     for name in wanted:
         captured[name] = _install_one(name, dialect)
         if captured[name] is not None:
@@ -79,7 +79,7 @@ def _install_one(name, dialect):
                         statement if dialect == "sqlite" else statement.replace("%", "%%")
                     )
     except DBAPIError as exc:
-        return f"the database refused its triggers ({PRIVILEGE}): {_first_line(exc)}"
+        return f"the database refused its triggers ({PRIVILEGE}): {first_line(exc)}"
     return None
 
 
@@ -141,6 +141,6 @@ def _literal(text, dialect):
     return "'" + text.replace("'", "''") + "'"
 
 
-def _first_line(exc):
+def first_line(exc):
     """The database's own words (a missing privilege), for the operator's log; never row data."""
     return str(getattr(exc, "orig", exc)).splitlines()[0][:300]

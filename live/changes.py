@@ -1,9 +1,9 @@
 """Postgres changes: the subscriptions a join may hold, and the feed that reads the change log the
-triggers write (live/capture.py) and delivers each change, in the order it was logged, to the
-subscribers whose filter matches and who may select that row now: the table's select rule and row
-policy, judged by rest/policies.py with the subscriber's identity, the policy evaluated by the
-database on the row's values (a DELETE on the row as it was). Hidden columns are never sent; the
-`old` of an UPDATE or a DELETE is the primary key only."""
+triggers write (live/capture.py, read by live/changelog.py) and delivers each change once, in the
+order they commit, to the subscribers whose filter matches and who may select that row now: the
+table's select rule and row policy, judged by rest/policies.py with the subscriber's identity, the
+policy evaluated by the database on the row's values (a DELETE on the row as it was). Hidden columns
+are never sent; the `old` of an UPDATE or a DELETE is the primary key only."""
 
 import asyncio
 import itertools
@@ -18,7 +18,7 @@ import sqlalchemy as sa
 
 from errors import APIError
 from extensions import db
-from live import access, capture
+from live import access, capture, changelog
 from rest import policies, reflection
 
 log = logging.getLogger("minibase")
@@ -29,10 +29,7 @@ OPERATORS = ("eq", "neq", "lt", "lte", "gt", "gte", "in")
 FILTER = re.compile(r"([^=]+)=(eq|neq|lt|lte|gt|gte|in)\.(.*)", re.S)
 POLL_SECONDS = 0.02  # between two reads of the log while someone subscribes
 IDLE_SECONDS = 0.5  # between two reads while no one does
-GAP_SECONDS = 1.0  # how long a missing id (a transaction not yet committed) holds back the ones after it
-KEEP_SECONDS = 300  # how long a change stays in the log for instances that lag
 TRIM_SECONDS = 10  # between two trims
-BATCH = 500  # changes read at once
 
 
 class Refused(Exception):
@@ -187,16 +184,6 @@ def still_readable(subscriptions, who):
 # --- the feed
 
 
-@dataclass(frozen=True)
-class Change:
-    id: int
-    table: str
-    operation: str
-    new: dict | None
-    old: dict | None
-    at: float
-
-
 class Feed:
     """Reads the change log of this instance's database and hands each change to the channels of
     this process that subscribe to it. Every instance reads the whole log, so each delivers to its
@@ -206,8 +193,7 @@ class Feed:
         self.server = server
         self.channels = set()  # channels holding subscriptions
         self.captured = {}  # table -> None (captured) or why not
-        self.floor = 0  # the last id handed out or given up
-        self.gaps = {}  # a missing id -> when it was first missed
+        self.reader = changelog.Reader()
         self.task = None
         self.trimmed = 0.0
         self.wake = asyncio.Event()  # a first subscriber ends the idle wait at once
@@ -219,7 +205,7 @@ class Feed:
             self.captured = await self.server.call(capture.install)
             if not self.captured:
                 return  # no table opts in: nothing to read
-            self.floor = await self.server.call(_latest)
+            await self.server.call(self.reader.start)
         except Exception:
             log.exception("realtime: the change log cannot be read: no Postgres changes are served")
             self.captured = {}
@@ -258,8 +244,8 @@ class Feed:
     async def step(self):
         if time.monotonic() - self.trimmed > TRIM_SECONDS:
             self.trimmed = time.monotonic()
-            await self.server.call(_trim)
-        changes = self.ready(await self.server.call(_read, self.floor))
+            await self.server.call(changelog.trim)
+        changes = await self.server.call(self.reader.read)
         if not changes or not self.channels:
             return
         listeners = [
@@ -275,66 +261,6 @@ class Feed:
         for channel, ids, data in deliveries:
             if channel.authorized:
                 channel.push("postgres_changes", {"ids": ids, "data": data})
-
-    def ready(self, changes):
-        """The changes that may go out now, in id order: one after a missing id waits for it (a
-        transaction that has written but not committed) up to GAP_SECONDS, then the gap is given up
-        (a rolled-back write)."""
-        out, expected, now = [], self.floor + 1, time.monotonic()
-        for change in changes:
-            if change.id != expected and now - self.gaps.setdefault(expected, now) < GAP_SECONDS:
-                break
-            out.append(change)
-            expected = change.id + 1
-        if out:
-            self.floor = out[-1].id
-            self.gaps = {gap: seen for gap, seen in self.gaps.items() if gap > self.floor}
-        return out
-
-
-def _log_table():
-    return sa.table(
-        capture.LOG_TABLE,
-        sa.column("id"),
-        sa.column("table_name"),
-        sa.column("operation"),
-        sa.column("new_row"),
-        sa.column("old_row"),
-        sa.column("created_at"),
-    )
-
-
-def _latest():
-    with db.engine.connect() as connection:
-        return connection.execute(sa.select(sa.func.max(_log_table().c.id))).scalar() or 0
-
-
-def _read(floor):
-    log_table = _log_table()
-    query = sa.select(log_table).where(log_table.c.id > floor).order_by(log_table.c.id).limit(BATCH)
-    with db.engine.connect() as connection:
-        rows = connection.execute(query).all()
-    return [
-        Change(
-            row.id,
-            row.table_name,
-            row.operation,
-            json.loads(row.new_row) if row.new_row else None,
-            json.loads(row.old_row) if row.old_row else None,
-            float(row.created_at),
-        )
-        for row in rows
-    ]
-
-
-def _trim():
-    log_table = _log_table()
-    if db.engine.dialect.name == "sqlite":
-        now = sa.literal_column("((julianday('now') - 2440587.5) * 86400.0)")
-    else:
-        now = sa.func.unix_timestamp(sa.func.now(6))
-    with db.engine.begin() as connection:
-        connection.execute(sa.delete(log_table).where(log_table.c.created_at < now - KEEP_SECONDS))
 
 
 def _judge(changes, listeners):

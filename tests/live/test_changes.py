@@ -3,6 +3,7 @@ captured by triggers in the database, delivered in order as Supabase's payload; 
 the subscriber's own rule, owner and row policy, hidden columns, a token logged out or expired
 mid-subscription and a fresh one resuming. SQLite and MariaDB."""
 
+import threading
 import time
 
 import jwt
@@ -12,6 +13,7 @@ import sqlalchemy as sa
 from phoenix import Client
 
 from auth import tokens
+from live import changelog
 from support import SECRET
 
 TABLES = """
@@ -273,3 +275,85 @@ def test_columns_no_policy_looks_at_never_enter_the_log(start_server, database, 
         logged = connection.execute(sa.text("SELECT new_row FROM minibase_realtime_changes")).scalars().all()
     engine.dispose()
     assert logged and all("1234" not in row and "pin" not in row for row in logged)
+
+
+def bodies(client, count, quiet=1.5):
+    """The bodies of the next `count` changes, then none for `quiet` seconds (none came twice)."""
+    found = [change(client)[1]["record"]["body"] for _ in range(count)]
+    client.nothing(timeout=quiet)
+    return found
+
+
+def test_a_commit_later_than_a_newer_one_is_delivered_once(start_server, database, database_url, backend):
+    """A transaction writes, stays open 3 s while another writer commits, then commits: both
+    changes arrive, each once, in the order they committed (on SQLite the other writer waits)."""
+    server = start_server(TABLES)
+    watcher = Client(server)
+    assert watcher.join("db", postgres_changes=changes("db", ("*", "messages", {})))["status"] == "ok"
+    engine = sa.create_engine(database_url)
+    try:
+        with engine.connect() as slow, slow.begin():
+            slow.execute(sa.text("INSERT INTO messages (room, body) VALUES (1, 'late')"))
+            other = threading.Thread(
+                target=database, args=("INSERT INTO messages (room, body) VALUES (1, 'early')",)
+            )
+            other.start()
+            if backend == "mysql":  # the newer id commits and is delivered while the older one is open
+                assert bodies(watcher, 1, quiet=0.1) == ["early"]
+            time.sleep(3)
+        other.join()
+    finally:
+        engine.dispose()
+    expected = ["late", "early"] if backend == "sqlite" else ["late"]
+    assert bodies(watcher, len(expected)) == expected
+
+
+@pytest.mark.parametrize("backend", ["mysql"], indirect=True)
+def test_rolled_back_ids_do_not_hold_later_changes_back(start_server, database):
+    """Each rolled-back insert leaves a gap in the log's ids that is never filled: the change after
+    it goes out without waiting for it."""
+    server = start_server(TABLES)
+    watcher = Client(server)
+    assert watcher.join("db", postgres_changes=changes("db", ("*", "messages", {})))["status"] == "ok"
+    started = time.monotonic()
+    for n in range(5):
+        database.rolled_back(f"INSERT INTO messages (room, body) VALUES ({n}, 'rolled back')")
+        database(f"INSERT INTO messages (room, body) VALUES ({n}, 'kept {n}')")
+    assert bodies(watcher, 5, quiet=0.1) == [f"kept {n}" for n in range(5)]
+    assert time.monotonic() - started < 2.5  # a second a gap would be 5 s
+
+
+def test_trimming_keeps_what_a_late_commit_and_the_next_id_need(app, database_url, backend):
+    """The log keeps a change KEEP_SECONDS after its write, which is past the LATE_SECONDS a
+    missing id is looked for, and always its newest row (an emptied MySQL 5.7 table restarted would
+    give out ids again from 1). A transaction left open on a row of the log is not waited for."""
+    engine = sa.create_engine(database_url)
+    now = time.time()
+
+    def logged(connection, age):
+        connection.execute(
+            sa.text(
+                "INSERT INTO minibase_realtime_changes (table_name, operation, new_row, created_at) "
+                "VALUES ('messages', 'INSERT', '{}', :at)"
+            ),
+            {"at": now - age},
+        )
+
+    try:
+        with engine.begin() as connection:
+            for age in (changelog.KEEP_SECONDS + 60, changelog.KEEP_SECONDS + 30):
+                logged(connection, age)
+            logged(connection, changelog.LATE_SECONDS + 30)  # a late commit's, written long before
+            logged(connection, changelog.KEEP_SECONDS + 60)  # the newest, old as it is
+        with engine.connect() as open_, open_.begin():
+            if backend == "mysql":  # its row is locked until it ends; SQLite's writer would lock all
+                logged(open_, changelog.KEEP_SECONDS + 90)
+            started = time.monotonic()
+            with app.app_context():
+                changelog.trim()
+            assert time.monotonic() - started < 2
+        with engine.connect() as connection:
+            left = connection.execute(sa.text("SELECT id FROM minibase_realtime_changes ORDER BY id"))
+            assert left.scalars().all() == [3, 4] + ([5] if backend == "mysql" else [])  # 5 was open
+    finally:
+        engine.dispose()

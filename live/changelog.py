@@ -1,0 +1,181 @@
+"""Reading the change log the triggers write (live/capture.py): every change that commits, each once,
+in the order the changes commit as far as one read can tell it; and trimming it.
+
+A log id is taken when a transaction writes, not when it commits. On MySQL/MariaDB a transaction that
+stays open commits an id lower than ones already read, a rolled-back write leaves an id that never
+appears, and the nodes of a Galera cluster take every Nth id each, leaving the others unused. None of
+these can be told apart when an id is found missing, so the reader waits for none: it hands out what
+has committed, and looks for each missing id again for LATE_SECONDS, handing it out when its
+transaction commits. (SQLite takes ids in commit order and reuses a rolled-back one: nothing is ever
+missing there.)"""
+
+import bisect
+import json
+import logging
+import time
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+from sqlalchemy.exc import DBAPIError
+
+from extensions import db
+from live import capture
+
+log = logging.getLogger("minibase")
+
+LATE_SECONDS = 120  # how long a missing id is looked for: the longest a writing transaction may stay open
+LOOK_SECONDS = 0.2  # between two looks for the missing ids
+# A change stays in the log this long after its write: well past LATE_SECONDS, so that the row of a
+# transaction that commits late is still there when every instance reads it.
+KEEP_SECONDS = 300
+BATCH = 500  # changes read at once
+SPANS = (
+    32  # missing ranges looked up each by its own bounds; past that, as one span from the first to the last
+)
+
+
+@dataclass(frozen=True)
+class Change:
+    id: int
+    table: str
+    operation: str
+    new: dict | None
+    old: dict | None
+    at: float
+
+
+class Reader:
+    """One feed's place in the log: the highest id read, and the ids below it not seen yet, as
+    ranges [first, last, since] in id order, each looked for until LATE_SECONDS after it was first
+    missed. Its methods run in the app's context, one at a time."""
+
+    def __init__(self):
+        self.high = 0
+        self.missing = []
+        self.looked = 0.0
+
+    def start(self):
+        """From the end of the log; the ids missing among the changes of the last LATE_SECONDS are
+        looked for (a transaction open now may commit them)."""
+        log_table, cutoff = _log_table(), _now() - LATE_SECONDS
+        with db.engine.connect() as connection:
+            older = connection.execute(
+                sa.select(sa.func.max(log_table.c.id)).where(log_table.c.created_at < cutoff)
+            ).scalar()
+            recent = connection.execute(
+                sa.select(log_table.c.id).where(log_table.c.id > (older or 0)).order_by(log_table.c.id)
+            ).scalars()
+            self.high, now = older or 0, time.monotonic()
+            for found in recent:
+                self._passed(found, now)
+
+    def read(self):
+        """The changes committed since the last read, each once: those past the highest id read, in
+        id order, and every LOOK_SECONDS the missing ones that have appeared since."""
+        now = time.monotonic()
+        self.missing = [gap for gap in self.missing if now - gap[2] < LATE_SECONDS]
+        log_table = _log_table()
+        fresh = _changes(
+            sa.select(log_table).where(log_table.c.id > self.high).order_by(log_table.c.id).limit(BATCH)
+        )
+        for change in fresh:
+            self._passed(change.id, now)
+        late = []
+        if self.missing and now - self.looked >= LOOK_SECONDS:
+            self.looked = now
+            late = self._late()
+        return late + fresh
+
+    def _passed(self, found, now):
+        if found > self.high + 1:
+            self.missing.append([self.high + 1, found - 1, now])
+        self.high = max(self.high, found)
+
+    def _late(self):
+        """The changes of missing ids that have committed since: their ids first (the span of many
+        ranges holds changes read already), then the changes themselves."""
+        spans = [(first, last) for first, last, _ in self.missing]
+        if len(spans) > SPANS:
+            spans = [(spans[0][0], spans[-1][1])]
+        log_table = _log_table()
+        where = sa.or_(*(log_table.c.id.between(first, last) for first, last in spans))
+        with db.engine.connect() as connection:
+            found = connection.execute(sa.select(log_table.c.id).where(where)).scalars().all()
+        wanted = [n for n in found if self._gap(n) is not None]
+        if not wanted:
+            return []
+        changes = _changes(sa.select(log_table).where(log_table.c.id.in_(wanted)).order_by(log_table.c.id))
+        for change in changes:
+            at = self._gap(change.id)
+            first, last, since = self.missing[at]
+            parts = [[first, change.id - 1, since], [change.id + 1, last, since]]
+            self.missing[at : at + 1] = [part for part in parts if part[0] <= part[1]]
+        return changes
+
+    def _gap(self, n):
+        """The index of the missing range that holds id n, or None."""
+        at = bisect.bisect_right(self.missing, n, key=lambda gap: gap[0]) - 1
+        return at if at >= 0 and self.missing[at][1] >= n else None
+
+
+def trim():
+    """Delete the changes written more than KEEP_SECONDS ago, all but the newest: MySQL before 8.0
+    restarted takes its next id from the largest one left, so an empty log would hand out again ids
+    the readers have passed. Only rows read as committed are named, so an open transaction's row is
+    never waited for. Two instances trimming at once (a conflict on Galera) is logged, not raised."""
+    log_table = _log_table()
+    try:
+        with db.engine.begin() as connection:
+            newest = connection.execute(sa.select(sa.func.max(log_table.c.id))).scalar()
+            if newest is None:
+                return
+            old = (
+                connection.execute(
+                    sa.select(log_table.c.id).where(
+                        log_table.c.created_at < _now() - KEEP_SECONDS, log_table.c.id < newest
+                    )
+                )
+                .scalars()
+                .all()
+            )
+            for start in range(0, len(old), BATCH):
+                connection.execute(sa.delete(log_table).where(log_table.c.id.in_(old[start : start + BATCH])))
+    except DBAPIError as exc:
+        log.warning(
+            "realtime: trimming the change log failed, trying again later: %s", capture.first_line(exc)
+        )
+
+
+def _log_table():
+    return sa.table(
+        capture.LOG_TABLE,
+        sa.column("id"),
+        sa.column("table_name"),
+        sa.column("operation"),
+        sa.column("new_row"),
+        sa.column("old_row"),
+        sa.column("created_at"),
+    )
+
+
+def _now():
+    """The database's clock in seconds, as the triggers write created_at."""
+    if db.engine.dialect.name == "sqlite":
+        return sa.literal_column("((julianday('now') - 2440587.5) * 86400.0)")
+    return sa.func.unix_timestamp(sa.func.now(6))
+
+
+def _changes(query):
+    with db.engine.connect() as connection:
+        rows = connection.execute(query).all()
+    return [
+        Change(
+            row.id,
+            row.table_name,
+            row.operation,
+            json.loads(row.new_row) if row.new_row else None,
+            json.loads(row.old_row) if row.old_row else None,
+            float(row.created_at),
+        )
+        for row in rows
+    ]
