@@ -7,6 +7,7 @@ import math
 import os
 import re
 import secrets
+from decimal import ROUND_HALF_EVEN, Decimal
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -101,29 +102,34 @@ def _api_keys(name, raw):
     return keys
 
 
-SIZE_UNITS = {"B": 1, "KB": 1024, "MB": 1024**2, "GB": 1024**3, "TB": 1024**4}
-SIZE = re.compile(r"\s*([0-9]{1,15})\s*([KMGT]?B)?\s*", re.IGNORECASE)
+# Supabase Storage's sizes: a number and a unit, decimal ("20mb" is 20,000,000 bytes), the number
+# kept to three significant digits as its parser keeps it; or a bare number of bytes.
+SIZE_UNITS = {"B": 1, "KB": 1000, "MB": 1000**2, "GB": 1000**3}
+SIZE = re.compile(r"([0-9]{1,15}(?:\.[0-9]{1,15})?)(GB|MB|KB|B)", re.IGNORECASE)
 MAX_SIZE = 2**63 - 1  # a BIGINT column, on SQLite and MySQL
 
 
 def parse_size(raw):
-    """Bytes from an integer or "5MB"-style text (binary units, as Supabase's 50MB = 52428800), or
-    None when it is neither or more than a 64-bit column holds (MAX_SIZE)."""
+    """Bytes from an integer, a string of digits, or text such as "20mb", "1.5GB", "500kb" as Supabase
+    Storage reads it; None when it is none of these or more than a 64-bit column holds (MAX_SIZE)."""
     if isinstance(raw, bool):
         return None
+    if isinstance(raw, str) and raw.isascii() and raw.isdigit() and len(raw) <= 19:
+        raw = int(raw)
     if isinstance(raw, int):
         return raw if 0 <= raw <= MAX_SIZE else None
     match = SIZE.fullmatch(raw) if isinstance(raw, str) else None
     if match is None:
         return None
-    size = int(match[1]) * SIZE_UNITS[(match[2] or "B").upper()]
+    number = Decimal(f"{float(match[1]):.3g}")  # JavaScript's toPrecision(3)
+    size = int((number * SIZE_UNITS[match[2].upper()]).to_integral_value(ROUND_HALF_EVEN))
     return size if size <= MAX_SIZE else None
 
 
 def _size(name, raw):
     value = parse_size(raw)
     if not value:
-        raise ConfigError(f"{name} must be a size such as 50MB, 512KB or 1048576, not {raw!r}")
+        raise ConfigError(f"{name} must be a size such as 50MB, 512kb or 1048576 (bytes), not {raw!r}")
     return value
 
 
@@ -199,7 +205,7 @@ VARIABLES = {
     "MFA_ENCRYPTION_KEY": (None, _keys),
     # Storage (docs/storage.md).
     "STORAGE_ROOT": ("instance/storage", _text),
-    "STORAGE_FILE_SIZE_LIMIT": ("50MB", lambda n, v: _size(n, v)),
+    "STORAGE_FILE_SIZE_LIMIT": ("52428800", lambda n, v: _size(n, v)),
     "STORAGE_BACKEND": ("disk", lambda n, v: _choice(n, v, ("disk", "s3"))),
     "S3_ENDPOINT": (None, _text),
     "S3_BUCKET": (None, _text),

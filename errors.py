@@ -246,6 +246,14 @@ def object_not_found():
     return storage_error(404, Storage.NO_SUCH_KEY, "Object not found", "not_found")
 
 
+# Supabase Storage's words for an upload past a size limit, whichever limit it is.
+OBJECT_TOO_LARGE = "The object exceeded the maximum allowed size"
+
+
+def object_too_large():
+    return storage_error(413, Storage.ENTITY_TOO_LARGE, OBJECT_TOO_LARGE, "Payload too large")
+
+
 def bucket_not_found():
     return storage_error(404, Storage.NO_SUCH_BUCKET, "Bucket not found", "Bucket not found")
 

@@ -12,7 +12,7 @@ from werkzeug.exceptions import HTTPException
 from auth import tokens
 from database.transactions import describe
 from database.transactions import unavailable as not_answering
-from errors import APIError, Auth, Rest, Storage, storage_error
+from errors import OBJECT_TOO_LARGE, APIError, Auth, Rest, Storage, storage_error
 
 log = logging.getLogger("minibase")
 
@@ -125,6 +125,7 @@ def handle_http_exception(exc):
     if which_api() == "storage":
         code, name = STORAGE_HTTP_ERRORS.get(exc.code, (Storage.INVALID_REQUEST, "Bad Request"))
         message = f"Route {request.method}:{request.path[:200]} not found" if exc.code == 404 else None
+        message = OBJECT_TOO_LARGE if exc.code == 413 else message
         error = storage_error(exc.code, code, message or exc.description, name)
         response.set_data(json.dumps(render(error)[0]))
         response.mimetype = "application/json"

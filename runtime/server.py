@@ -33,7 +33,7 @@ from waitress.task import WSGITask
 from werkzeug.exceptions import BadRequest, RequestEntityTooLarge, RequestHeaderFieldsTooLarge
 from werkzeug.test import EnvironBuilder
 
-from errors import REFUSED_BY_SERVER
+from errors import OBJECT_TOO_LARGE, REFUSED_BY_SERVER
 
 log = logging.getLogger("minibase")
 
@@ -122,7 +122,7 @@ def body_limit(limits, path):
     rest MAX_CONTENT_LENGTH."""
     if path.startswith("/storage/"):
         limit = limits["STORAGE_FILE_SIZE_LIMIT"]
-        error = RequestEntityTooLarge(f"The object exceeded the maximum allowed size ({limit} bytes)")
+        error = RequestEntityTooLarge(OBJECT_TOO_LARGE)
         return limit + FORM_BYTES, error
     limit = limits["MAX_CONTENT_LENGTH"]
     return limit, RequestEntityTooLarge(f"The request body exceeds the limit of {limit} bytes")

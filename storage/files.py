@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from config import setting
-from errors import Storage, storage_error
+from errors import Storage, object_too_large, storage_error
 from extensions import state
 
 CHUNK = 256 * 1024
@@ -40,15 +40,6 @@ def new_key():
     return secrets.token_hex(16)
 
 
-def too_large(limit):
-    return storage_error(
-        413,
-        Storage.ENTITY_TOO_LARGE,
-        f"The object exceeded the maximum allowed size ({limit} bytes)",
-        "Payload too large",
-    )
-
-
 def receive(stream, limit, directory):
     """Copy `stream` into a new temporary file in `directory`, chunk by chunk; a 413 past `limit`
     bytes, and no file left behind when anything goes wrong (a client that hangs up included)."""
@@ -66,7 +57,7 @@ def receive(stream, limit, directory):
                     break
                 size += len(chunk)
                 if size > limit:
-                    raise too_large(limit)
+                    raise object_too_large()
                 digest.update(chunk)
                 file.write(chunk)
             file.flush()

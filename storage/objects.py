@@ -9,7 +9,7 @@ import sqlalchemy as sa
 
 from config import setting
 from database import transactions
-from errors import APIError, Storage, invalid_request, object_not_found, storage_error
+from errors import APIError, Storage, invalid_request, object_not_found, object_too_large, storage_error
 from extensions import db, state
 from models import StorageBucket, StorageObject
 from storage import buckets, clock, files, media_types, signing
@@ -97,7 +97,7 @@ def check_content(bucket, mimetype, size=None):
             415, Storage.INVALID_MIME_TYPE, f"mime type {essence} is not supported", "invalid_mime_type"
         )
     if size is not None and size > file_size_limit(bucket):
-        raise files.too_large(file_size_limit(bucket))
+        raise object_too_large()
 
 
 def bucket_for(bucket_id):

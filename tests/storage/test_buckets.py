@@ -13,7 +13,9 @@ def test_declared_buckets_are_made_at_start(service):
     listed = {bucket["id"]: bucket for bucket in service.get(BUCKETS).json}
     assert set(listed) == {"avatars", "private", "locked"}
     avatars = listed["avatars"]
-    assert avatars["public"] is True and avatars["file_size_limit"] == 1024
+    assert (
+        avatars["public"] is True and avatars["file_size_limit"] == 1000
+    )  # "1KB": decimal, as Supabase reads it
     assert avatars["allowed_mime_types"] == ["image/*", "text/plain"] and avatars["name"] == "avatars"
     assert service.get(f"{BUCKETS}/avatars").json == avatars
 
@@ -27,7 +29,7 @@ def test_the_bucket_api_is_the_service_keys(service, api, user_token):
         BUCKETS, json={"id": "docs", "name": "docs", "public": False, "file_size_limit": "2MB"}
     )
     assert made.status_code == 200 and made.json == {"name": "docs"}
-    assert service.get(f"{BUCKETS}/docs").json["file_size_limit"] == 2 * 1024 * 1024
+    assert service.get(f"{BUCKETS}/docs").json["file_size_limit"] == 2_000_000
     assert_storage_error(service.post(BUCKETS, json={"id": "docs"}), 409, "BucketAlreadyExists")
     updated = service.put(f"{BUCKETS}/docs", json={"public": True, "allowed_mime_types": ["text/*"]})
     assert updated.json == {"message": "Successfully updated"}
@@ -47,6 +49,23 @@ def test_the_bucket_api_is_the_service_keys(service, api, user_token):
 )  # fmt: skip
 def test_bad_bucket_bodies_are_400s(service, body):
     assert_storage_error(service.post(BUCKETS, json=body), 400)
+
+
+@pytest.mark.parametrize(
+    "limit, size",
+    [("20mb", 20_000_000), ("1GB", 1_000_000_000), ("500kb", 500_000), ("3B", 3), ("1.5GB", 1_500_000_000),
+     ("1.1mb", 1_100_000), ("1234kb", 1_230_000), (1048576, 1048576), (0, None)],
+)  # fmt: skip
+def test_sizes_are_read_as_supabase_reads_them(service, limit, size):
+    """Decimal units, the number kept to three significant digits (Supabase's parseFileSizeToBytes)."""
+    assert service.post(BUCKETS, json={"id": "sized", "file_size_limit": limit}).status_code == 200
+    assert service.get(f"{BUCKETS}/sized").json["file_size_limit"] == size
+    assert service.put(f"{BUCKETS}/sized", json={"file_size_limit": limit}).status_code == 200
+
+
+@pytest.mark.parametrize("limit", ["5 MB", "5MiB", "1TB", ".5mb", "5m", "mb", "-1kb", "1e3kb", "２mb", ""])
+def test_sizes_supabase_refuses_are_400s(service, limit):
+    assert_storage_error(service.post(BUCKETS, json={"id": "sized", "file_size_limit": limit}), 400)
 
 
 def test_a_declaration_that_cannot_work_stops_the_start(tmp_path, database_url):

@@ -172,8 +172,15 @@ def test_upsert_replaces_and_frees_the_old_bytes(service, api, storage_root):
 
 
 def test_size_and_type_limits(service, storage_root):
-    assert_storage_error(upload(service, "avatars/big.txt", b"x" * 1025), 413, "EntityTooLarge")
-    assert upload(service, "avatars/fits.txt", b"x" * 1024).status_code == 200
+    too_large = upload(service, "avatars/big.txt", b"x" * 1001)  # "1KB" is 1000 bytes
+    assert_storage_error(too_large, 413, "EntityTooLarge")
+    assert too_large.json == {
+        "statusCode": "413",
+        "code": "EntityTooLarge",
+        "error": "Payload too large",
+        "message": "The object exceeded the maximum allowed size",
+    }
+    assert upload(service, "avatars/fits.txt", b"x" * 1000).status_code == 200
     assert_storage_error(
         upload(service, "avatars/a.pdf", content_type="application/pdf"), 415, "InvalidMimeType"
     )

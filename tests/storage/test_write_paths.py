@@ -142,8 +142,8 @@ def test_a_signed_upload_keeps_the_buckets_types_and_size(api, browser, people):
     _, ann = people["ann"]
     signed = sign_upload(api, "avatars/f.pdf", ann).json
     assert_storage_error(use(browser, signed, b"%PDF", {"Content-Type": "application/pdf"}), 415)
-    assert_storage_error(use(browser, signed, b"x" * 1025), 413, "EntityTooLarge")
-    assert use(browser, signed, b"x" * 1024).status_code == 200
+    assert_storage_error(use(browser, signed, b"x" * 1001), 413, "EntityTooLarge")
+    assert use(browser, signed, b"x" * 1000).status_code == 200
 
 
 def test_a_signed_upload_token_is_no_api_key(service, browser):
