@@ -53,30 +53,28 @@ def describe():
 def call_function(name):
     """A function of tables.toml: arguments from the JSON body (POST) or the query string (GET)."""
     require_public_schema()
-    function = policies.lookup_function(name)
+    function, post = policies.functions().get(name), request.method == "POST"
+    if function is None:
+        raise rpc.not_found(name, body_keys() if post else query_arguments(None), post)
     who = identity()
     policies.authorize_function(function, who)
-    if request.method in ("GET", "HEAD"):
-        if function.writes:
-            raise APIError(
-                405, Rest.METHOD_NOT_ALLOWED, f"function {name} changes data: call it with POST",
-                headers={"Allow": "POST"},
-            )  # fmt: skip
-        check_query_arguments(function)
-        given = {key: value for key, value in request.args.items() if key in function.params}
-        values = rpc.arguments(function, given, who, strict=False)
-    else:
-        body = json_body(empty={})
-        if not isinstance(body, dict):
-            raise bad_body("The request body must be a JSON object of the function's arguments")
-        values = rpc.arguments(function, body, who, strict=True)
-    read = parse_read(exclude=function.params) if function.returns == "rows" else None
+    if not post and function.writes:
+        raise APIError(
+            405, Rest.METHOD_NOT_ALLOWED, f"function {name} changes data: call it with POST",
+            headers={"Allow": "POST"},
+        )  # fmt: skip
+    given = function_body() if post else query_arguments(function)
+    values = rpc.arguments(function, given, who, post)
+    shaped = function.returns == "rows" or function.table is not None
+    read = parse_read(exclude=function.params) if shaped else None
     prefer = preferences()
-    result = rpc.call(function, values, read, rollback=prefer.rollback, max_affected=prefer.max_affected)
+    result = rpc.call(function, values, read, who, prefer.rollback, prefer.max_affected)
     if isinstance(result, rows.Page):
         response = page_response(read, result)
     elif result is rpc.NO_RESULT:
         response = Response(status=204)
+        if function.returns == "void":  # PostgREST counts a void function's one (empty) result
+            response.headers["Content-Range"] = "0-0/1" if prefer.count else "0-0/*"
     else:
         response = Response(json.dumps(result, separators=COMPACT), mimetype=JSON)
     applied = [
@@ -88,25 +86,41 @@ def call_function(name):
     return response
 
 
-def check_query_arguments(function):
-    """A 400 naming a query parameter that is neither an argument of the function, a reserved name
-    (select, order, limit, …) nor, for a function of rows, a filter on them: a typo in an argument's
-    name must not be ignored."""
+def function_body():
+    body = json_body(empty={})
+    if not isinstance(body, dict):
+        raise bad_body("The request body must be a JSON object of the function's arguments")
+    return body
+
+
+def body_keys():
+    """The argument names of a POST to a function that does not exist, for the 404 that lists them."""
+    try:
+        return list(function_body())
+    except APIError:
+        return []
+
+
+def query_arguments(function):
+    """A GET's arguments: the query parameters that are neither reserved (select, order, limit, …)
+    nor, for a function of rows, a filter on them (a value with an operator, `name=like.*a*`), as
+    PostgREST tells them apart. A name the function does not take is no filter: PostgREST's 404
+    names it, so a misspelt argument is never ignored."""
+    given = {}
     for key, value in request.args.items(multi=True):
-        if key in function.params or key in tree.RESERVED or key.partition(".")[0] in tree.RESERVED:
+        if function is not None and key in function.params:
+            given[key] = value
             continue
-        if function.returns == "rows":
+        if key in tree.RESERVED or key.partition(".")[0] in tree.RESERVED:
+            continue
+        if function is None or function.returns == "rows" or function.table is not None:
             try:
                 filters.parse_filters([(key, value)])
                 continue
             except tree.FilterError:
                 pass
-        raise APIError(
-            400,
-            Rest.FUNCTION_NOT_FOUND,
-            f'function {function.name} takes no argument "{key[:100]}"',
-            hint="its arguments: " + (", ".join(p for p in function.params if p != "uid") or "none"),
-        )
+        given[key] = value
+    return given
 
 
 @bp.get("/<name>")

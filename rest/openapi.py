@@ -218,17 +218,22 @@ def _function(function):
     """POST (and GET, unless it writes) /rest/v1/rpc/{name}: its arguments, what it returns."""
     arguments = [name for name in function.params if name != "uid"]
     summary = f"function {function.name} ({function.returns}): " + (", ".join(arguments) or "no arguments")
+    required = [name for name in arguments if name not in function.defaults]
     body = {"type": "object", "properties": {name: {} for name in arguments}}
-    if arguments:  # OpenAPI 3.0 wants a non-empty list, or none
-        body["required"] = arguments
+    if required:  # OpenAPI 3.0 wants a non-empty list, or none
+        body["required"] = required
     result = {"rows": {"type": "array", "items": {"type": "object"}}, "one": {"type": "object"}}
     schema = result.get(function.returns, {})
     responses = {"200": {"description": "OK", "content": {"application/json": {"schema": schema}}}}
+    if function.returns == "void":
+        responses = {"204": {"description": "No Content"}}
     responses.update(errors(ERRORS_OF["rpc"]))
     spec = {"post": {"summary": summary, "tags": ["rpc"], "responses": responses,
                      "requestBody": {"content": {"application/json": {"schema": body}}}}}  # fmt: skip
     if not function.writes:
-        parameters = [{"name": name, "in": "query", "required": True, "schema": {}} for name in arguments]
+        parameters = [
+            {"name": name, "in": "query", "required": name in required, "schema": {}} for name in arguments
+        ]
         spec["get"] = {"summary": summary, "tags": ["rpc"], "parameters": parameters, "responses": responses}
     return spec
 

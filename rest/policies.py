@@ -20,8 +20,8 @@ from row_policies import parse as row_policies_section
 TABLE_KEYS = frozenset(
     {*OPERATIONS, "owner_column", "columns", "primary_key", "references", "policies", "realtime"}
 )
-FUNCTION_KEYS = frozenset({"sql", "execute", "returns", "writes", "defaults"})
-RETURNS = ("rows", "one", "scalar")
+FUNCTION_KEYS = frozenset({"sql", "execute", "returns", "writes", "defaults", "table"})
+RETURNS = ("rows", "one", "scalar", "void")
 # Any table of the service, present or future, carries this prefix (models.SERVICE_TABLES).
 SERVICE_PREFIX = "minibase_"
 
@@ -95,6 +95,7 @@ class Function:
     writes: bool = False
     params: tuple = ()
     defaults: dict = field(default_factory=dict)  # values of arguments a call may leave out
+    table: str | None = None  # the exposed table whose rows it returns (PostgreSQL's SETOF table)
 
 
 def init_app(app):
@@ -136,7 +137,12 @@ def parse(document, users_table, source="tables.toml"):
     forbidden = {name.casefold() for name in SERVICE_TABLES}
     users = users_table.strip().casefold()
     policies = {name: _policy(name, entry, forbidden, users, source) for name, entry in tables.items()}
-    return policies, {name: _function(name, entry, source) for name, entry in functions.items()}
+    functions = {name: _function(name, entry, source) for name, entry in functions.items()}
+    for function in functions.values():
+        if function.table is not None and function.table not in policies:
+            where = f"{source}: [functions.{function.name}]"
+            raise ConfigError(f"{where}: table = {function.table!r} is not a table of [tables]")
+    return policies, functions
 
 
 def _function(name, entry, source):
@@ -164,7 +170,13 @@ def _function(name, entry, source):
     defaults = entry.get("defaults", {})
     if not isinstance(defaults, dict) or not set(defaults) <= set(params) - {"uid"}:
         raise ConfigError(f"{where}: defaults must be a table of values for the :names of its sql")
-    return Function(name, sql.strip().rstrip(";"), rule, returns, writes, params, defaults)
+    table = entry.get("table")
+    if table is not None and (not isinstance(table, str) or returns not in ("rows", "one") or writes):
+        raise ConfigError(
+            f'{where}: table names the exposed table whose rows a function of returns = "rows" or '
+            '"one" without writes reads'
+        )
+    return Function(name, sql.strip().rstrip(";"), rule, returns, writes, params, defaults, table)
 
 
 def _policy(name, entry, forbidden, users, source):

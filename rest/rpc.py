@@ -7,6 +7,7 @@ is refused with nothing changed. A `rows` result is shaped as a table's rows are
 wrapped as a subquery that select, filters, order, paging and counting apply to, with column types
 taken from the first row so that filter values compare as they would on a table."""
 
+import dataclasses
 import datetime
 import decimal
 import json
@@ -19,7 +20,7 @@ from database import transactions
 from errors import APIError, Rest
 from extensions import db
 from query import resolve, tree
-from rest import reads, reflection, rows
+from rest import policies, reads, reflection, rows
 from values import BadValue, json_value
 
 log = logging.getLogger("minibase")
@@ -38,39 +39,79 @@ TYPES = (
     (str, sa.Text),
 )
 MYSQL_READ_ONLY = 1792  # "Cannot execute statement in a READ ONLY transaction"
+NAME_SIMILARITY = 0.75  # PostgREST's least score for a hint naming another function
+PARAMS_SIMILARITY = 0.33  # and for one naming a function's arguments
 
 
-def arguments(function, given, who, strict):
+def arguments(function, given, who, post):
     """The bound values: each :name from `given` (`uid` from the caller), or its default. A JSON
-    object or array is bound as JSON text (the database's JSON functions read it). A missing
-    argument is a 400 naming it; with `strict`, so is one the function does not take."""
+    object or array is bound as JSON text (the database's JSON functions read it). Arguments that
+    are not the function's, or leave out one without a default, find no function: PostgREST's 404
+    (`post`: the arguments came as a POST's JSON body)."""
+    keys = set(given)
+    taken = set(function.params) - {UID}
+    if not (taken - set(function.defaults) <= keys <= taken):
+        raise not_found(function.name, keys, post, function)
     values = {}
     for name in function.params:
         if name == UID:
             values[name] = who.user_id
-        elif name in given or name in function.defaults:
+        else:
             value = given[name] if name in given else function.defaults[name]
             values[name] = json.dumps(value) if isinstance(value, dict | list) else value
-        else:
-            raise APIError(
-                400, Rest.FUNCTION_NOT_FOUND, f'function {function.name} needs the argument "{name}"'
-            )
-    if strict:
-        for name in given:
-            if name not in function.params or name == UID:
-                raise APIError(
-                    400,
-                    Rest.FUNCTION_NOT_FOUND,
-                    f'function {function.name} takes no argument "{name[:100]}"',
-                    hint="its arguments: " + ", ".join(p for p in function.params if p != UID) or None,
-                )
     return values
 
 
-def call(function, values, read, rollback=False, max_affected=None):
+def not_found(name, keys, post, function=None):
+    """PostgREST's 404 PGRST202 for a call no function takes: function `name` with arguments `keys`
+    (PostgREST lists them sorted). The hint is the nearest function's name when there is none of
+    that name, else the function's own arguments when they are near enough to the ones given."""
+    keys = sorted(key[:100] for key in keys)
+    qualified, listed = f"public.{name[:100]}", ", ".join(keys)
+    searched = f" with parameter{'s' if len(keys) > 1 else ''} {listed}" if keys else " without parameters"
+    if post:
+        searched += " or with a single unnamed json/jsonb parameter"
+    hint = None
+    if function is None:
+        scored = [(similarity(name, known), known) for known in policies.functions()]
+        best = max(scored, default=(0, None))
+        if best[0] >= NAME_SIMILARITY:
+            hint = f"Perhaps you meant to call the function public.{best[1]}"
+    else:
+        taken = "(" + ", ".join(sorted(p for p in function.params if p != UID)) + ")"
+        if similarity(f"({listed})", taken) >= PARAMS_SIMILARITY:
+            hint = f"Perhaps you meant to call the function {qualified}{taken}"
+    return APIError(
+        404,
+        Rest.FUNCTION_NOT_FOUND,
+        f"Could not find the function {qualified}{f'({listed})' if keys else ' without parameters'} "
+        "in the schema cache",
+        details=f"Searched for the function {qualified}{searched}, but no matches were found in the schema "
+        "cache.",
+        hint=hint,
+    )
+
+
+def similarity(a, b):
+    """1 - the Levenshtein distance of `a` and `b` over the longer's length, case-insensitively: the
+    score of PostgREST's fuzzy hints."""
+    a, b = a.lower()[:200], b.lower()[:200]
+    if not a and not b:
+        return 1.0
+    previous = list(range(len(b) + 1))
+    for i, char in enumerate(a, 1):
+        current = [i]
+        for j, other in enumerate(b, 1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (char != other)))
+        previous = current
+    return 1 - previous[-1] / max(len(a), len(b))
+
+
+def call(function, values, read, who, rollback=False, max_affected=None):
     """Run `function` with `values` in one transaction (rolled back at its end with `rollback`); a
     rows.Page (a `rows` function shaped by `read`), for `one` and `scalar` the JSON value to answer
-    with, or NO_RESULT when its statement returns no rows at all (an INSERT, an UPDATE: a 204).
+    with, or NO_RESULT for a `void` function or a statement that returns no rows at all (an INSERT,
+    an UPDATE): a 204. A function of a table's rows reads them as a read of that table by `who`.
     `max_affected` (Prefer: handling=strict, max-affected=N): a function of rows that returns more
     refuses, its transaction rolled back, as PostgREST does (one whose statement returns no rows, by
     the rows it changed); a function of one row or a scalar is PostgREST's PGRST128."""
@@ -81,6 +122,8 @@ def call(function, values, read, rollback=False, max_affected=None):
             "Function must return SETOF or TABLE when max-affected preference is used with handling=strict",
         )
     try:
+        if function.table is not None:
+            return _table_rows(function, values, read, who, max_affected)
         if function.writes and rollback:
             found = transactions.read(_execute, function, values, max_affected)
         elif function.writes:
@@ -93,7 +136,30 @@ def call(function, values, read, rollback=False, max_affected=None):
         raise _database_error(function, exc) from None
     except BadValue as exc:
         raise rows.client_error(exc) from None
-    return _value(function, found)
+    return NO_RESULT if function.returns == "void" else _value(function, found)
+
+
+def _table_rows(function, values, read, who, max_affected):
+    """The rows of `function.table` whose primary key is among the function's rows, read as a read
+    of that table by `who` (PostgreSQL's SETOF table, under its row policies as a function of the
+    caller's rights reads them): its rule and policies, column types, embeds, filters, order, paging
+    and count, all in the SQL. For `returns = "one"`, the one row or null."""
+    table = reflection.reflected(function.table)
+    key = [column.key for column in reflection.primary_key(table)]
+    found = transactions.read(_execute, function, values, read_only=True)
+    if len(key) != 1 or found is NO_RESULT or (found and key[0] not in found[0]):
+        log.error("function %s: its rows lack table %s's one-column primary key", function.name, table.name)
+        raise APIError(500, Rest.MISCONFIGURED, f"Function '{function.name}' is misconfigured on the server")
+    if max_affected is not None and len(found) > max_affected:
+        raise rows.too_many(len(found))
+    keys = tuple(dict.fromkeys(str(row[key[0]]) for row in found if row[key[0]] is not None))
+    query = dataclasses.replace(read.query, filters=[*read.query.filters, tree.Condition(key[0], "in", keys)])
+    if function.returns == "rows":
+        return rows.read(function.table, who, dataclasses.replace(read, query=query))
+    page = rows.read(function.table, who, dataclasses.replace(read, query=query, media="json"))
+    if len(page.rows) > 1:
+        raise rows.not_one_row(len(page.rows))
+    return page.rows[0] if page.rows else None
 
 
 def _execute(function, values, max_affected=None):
