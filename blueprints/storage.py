@@ -195,6 +195,8 @@ def render_image(kind, bucket_id, name):
         "Cache-Control": stored.cache_control,
         "Content-Security-Policy": SANDBOX,
     }
+    if transform.described():
+        headers["X-Transformations"] = transform.described()
     return data, headers
 
 

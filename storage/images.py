@@ -20,6 +20,8 @@ MAX_SIDE = 2500
 RENDERS = 2
 WAIT = 10  # seconds
 RESIZE = ("cover", "contain", "fill")
+IMGPROXY_RESIZE = {"cover": "fill", "contain": "fit", "fill": "force"}
+DEFAULT_QUALITY = 80
 FORMATS = {"JPEG": "image/jpeg", "PNG": "image/png", "WEBP": "image/webp", "GIF": "image/gif"}
 
 Image.MAX_IMAGE_PIXELS = MAX_SOURCE_PIXELS  # Pillow's own guard, for anything that opens images here
@@ -31,7 +33,17 @@ class Transform:
     width: int | None = None
     height: int | None = None
     resize: str = "cover"
-    quality: int = 80
+    quality: int | None = None  # as asked; None renders at DEFAULT_QUALITY
+
+    def described(self):
+        """The X-Transformations header Supabase Storage answers a rendition with (imgproxy's words:
+        cover is `fill`, contain `fit`, fill `force`), or None when nothing was asked."""
+        segments = [f"height:{self.height}"] if self.height else []
+        segments += [f"width:{self.width}"] if self.width else []
+        if self.width or self.height:
+            segments.append(f"resizing_type:{IMGPROXY_RESIZE[self.resize]}")
+        segments += [f"quality:{self.quality}"] if self.quality else []
+        return ",".join(segments) or None
 
 
 def transform(args):
@@ -53,7 +65,7 @@ def transform(args):
     if (args.get("format") or "origin") != "origin":
         raise invalid_request("format must be origin")
     return Transform(
-        number("width", 1, MAX_SIDE), number("height", 1, MAX_SIDE), resize, number("quality", 20, 100, 80)
+        number("width", 1, MAX_SIDE), number("height", 1, MAX_SIDE), resize, number("quality", 20, 100)
     )
 
 
@@ -105,7 +117,7 @@ def _render(file, wanted):
             image = ImageOps.exif_transpose(image)
             image = _resized(image, size, wanted.resize)
             out = io.BytesIO()
-            options = {"quality": wanted.quality} if kind in ("JPEG", "WEBP") else {}
+            options = {"quality": wanted.quality or DEFAULT_QUALITY} if kind in ("JPEG", "WEBP") else {}
             if kind == "JPEG" and image.mode not in ("RGB", "L"):
                 image = image.convert("RGB")
             image.save(out, format=kind, **options)

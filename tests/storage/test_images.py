@@ -77,6 +77,25 @@ def test_a_signed_rendition_keeps_its_transformation(images, browser):
 
 
 @pytest.mark.parametrize(
+    ("query", "described"),
+    [("width=200&height=200&quality=60", "height:200,width:200,resizing_type:fill,quality:60"),
+     ("width=100&resize=contain", "width:100,resizing_type:fit"),
+     ("height=50&resize=fill", "height:50,resizing_type:force"),
+     ("quality=90", "quality:90"), ("format=origin", None), ("", None)],
+)  # fmt: skip
+def test_a_rendition_says_what_was_done_as_supabase_does(images, browser, query, described):
+    """X-Transformations: imgproxy's words for what was asked, on every kind of rendition."""
+    public = browser.get(f"{RENDER}/public/pics/p.png?{query}")
+    authenticated = images.get(f"{RENDER}/authenticated/pics/j.jpg?{query}")
+    for answer in (public, authenticated):
+        assert answer.status_code == 200 and answer.headers.get("X-Transformations") == described
+    transform = dict(pair.split("=") for pair in query.split("&") if pair)
+    signed = images.post("/storage/v1/object/sign/pics/p.png", json={"expiresIn": 60, "transform": transform})
+    got = browser.get(f"/storage/v1{signed.json['signedURL']}")
+    assert got.status_code == 200 and got.headers.get("X-Transformations") == described
+
+
+@pytest.mark.parametrize(
     "query", ["width=0", "width=3000", "width=x", "resize=crop", "quality=5", "format=webp"]
 )
 def test_bad_transformations_are_400s(images, query):
