@@ -32,6 +32,14 @@ EXPOSED_HEADERS = [
     "Location",
     "Preference-Applied",
     "Retry-After",
+    "Tus-Resumable",  # resumable uploads (TUS): what tus-js-client reads in a browser
+    "Tus-Version",
+    "Tus-Extension",
+    "Tus-Max-Size",
+    "Upload-Expires",
+    "Upload-Length",
+    "Upload-Metadata",
+    "Upload-Offset",
     "X-Supabase-Api-Version",
     "X-Total-Count",
 ]
@@ -68,7 +76,7 @@ def create_app(test_config=None):
     only_with_origin(app)
     app.extensions["minibase"] = Minibase()
 
-    from blueprints import admin, auth, dashboard, health, not_offered, realtime, rest, storage
+    from blueprints import admin, auth, dashboard, health, not_offered, realtime, rest, resumable, storage
 
     app.register_blueprint(health.bp)
     app.register_blueprint(auth.bp)
@@ -76,6 +84,7 @@ def create_app(test_config=None):
     app.register_blueprint(not_offered.bp)
     app.register_blueprint(rest.bp)
     app.register_blueprint(storage.bp)
+    app.register_blueprint(resumable.bp)
     app.register_blueprint(realtime.bp)
     if app.config["DASHBOARD"]:
         app.register_blueprint(dashboard.bp)

@@ -300,6 +300,31 @@ class StorageObject(db.Model):
     updated_at = mapped_column(DateTime, nullable=False)
 
 
+class StorageUpload(db.Model):
+    """A resumable upload in progress: who began it (`role` and `owner`, as an object's owner), the
+    object it will make, its declared `length`, the bytes `received` so far in `parts` (keys in the
+    backend's uploads/ area, in order). Gone when the object is made, the upload is terminated, or
+    it has expired."""
+
+    __tablename__ = "minibase_storage_uploads"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    bucket_id: Mapped[str] = mapped_column(String(63), nullable=False)
+    name: Mapped[str] = mapped_column(String(512), nullable=False)
+    role: Mapped[str] = mapped_column(String(16), nullable=False)
+    owner: Mapped[str | None] = mapped_column(String(64))
+    upsert: Mapped[bool] = mapped_column(Boolean, nullable=False)
+    length: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    received: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    parts: Mapped[list] = mapped_column(JSON, nullable=False)
+    mimetype: Mapped[str] = mapped_column(String(255), nullable=False)
+    cache_control: Mapped[str] = mapped_column(String(255), nullable=False)
+    user_metadata: Mapped[dict | None] = mapped_column(JSON)
+    upload_metadata: Mapped[str | None] = mapped_column(Text)  # the Upload-Metadata header, as sent
+    created_at = mapped_column(DateTime, nullable=False)
+    expires_at = mapped_column(DateTime, nullable=False, index=True)
+
+
 def users_table():
     """The users table as it is in the database, reflected once per app."""
     cache = state()

@@ -75,15 +75,19 @@ def disk_unavailable():
 
 
 class Disk:
-    """Objects as files under `root`/objects/ab/abcdef…, temporary files under `root`/.tmp."""
+    """Objects as files under `root`/objects/ab/abcdef…, temporary files under `root`/.tmp. `area`:
+    another directory beside objects/ (uploads/: the parts of resumable uploads)."""
 
-    def __init__(self, root):
+    def __init__(self, root, area="objects"):
         self.root = Path(root)
         self.staging = self.root / ".tmp"
-        self.objects = os.path.join(root, "objects")  # as text: opening a download builds no Path
+        self.objects = os.path.join(root, area)  # as text: opening a download builds no Path
+
+    def beside(self, area):
+        return Disk(self.root, area)
 
     def path(self, key):
-        return self.root / "objects" / key[:2] / key
+        return Path(self.objects) / key[:2] / key
 
     def place(self, received, key):
         """Put the received file under `key`; again with the same arguments, nothing more happens

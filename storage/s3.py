@@ -32,9 +32,14 @@ def unavailable(operation):
 
 
 class S3:
-    def __init__(self, client, bucket):
+    def __init__(self, client, bucket, prefix=PREFIX):
         self.client = client
         self.bucket = bucket
+        self.prefix = prefix
+
+    def beside(self, area):
+        """The same bucket, keys under `area`/ (uploads/: the parts of resumable uploads)."""
+        return S3(self.client, self.bucket, f"{area}/")
 
     @classmethod
     def from_settings(cls, setting):
@@ -56,17 +61,19 @@ class S3:
 
     @unavailable
     def place(self, received, key):
-        self.client.upload_file(received.path, self.bucket, PREFIX + key)  # in parts when large
+        self.client.upload_file(received.path, self.bucket, self.prefix + key)  # in parts when large
 
     @unavailable
     def copy(self, key, new_key):
-        self.client.copy({"Bucket": self.bucket, "Key": PREFIX + key}, self.bucket, PREFIX + new_key)
+        self.client.copy(
+            {"Bucket": self.bucket, "Key": self.prefix + key}, self.bucket, self.prefix + new_key
+        )
 
     @unavailable
     def open(self, key):
         """The object's bytes as a stream to read and close; FileNotFoundError when they are gone."""
-        return self.client.get_object(Bucket=self.bucket, Key=PREFIX + key)["Body"]
+        return self.client.get_object(Bucket=self.bucket, Key=self.prefix + key)["Body"]
 
     @unavailable
     def delete(self, key):
-        self.client.delete_object(Bucket=self.bucket, Key=PREFIX + key)
+        self.client.delete_object(Bucket=self.bucket, Key=self.prefix + key)
