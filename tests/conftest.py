@@ -251,7 +251,8 @@ def node_modules():
             pytest.fail("CI must run the SDK and sign-in tests: install node 20 and npm (.ci/run does)")
         pytest.skip("node and npm are not installed")
     modules = JS_DIR / "node_modules"
-    wanted = (modules / "@supabase" / "supabase-js", modules / "otpauth", modules / "axe-core")
+    wanted = (modules / "@supabase" / "supabase-js", modules / "otpauth", modules / "axe-core",
+              modules / "tus-js-client")  # fmt: skip
     with held(JS_DIR / ".npm-ci.lock"):
         if not all(path.exists() for path in wanted):
             done = subprocess.run(
