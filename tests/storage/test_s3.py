@@ -94,3 +94,38 @@ def test_signed_uploads_and_copies_keep_the_rules_on_s3(api, browser, s3, user_t
     assert_storage_error(api.post(f"{objects}/copy", json=copy, token=ann), 413, "EntityTooLarge")
     assert len(keys(s3)) == 3
     assert api.get(f"{objects}/public/avatars/b.txt").data == b"bob's"
+
+
+def test_resumable_upload_parts_live_in_the_s3_bucket(service, s3, storage_root):
+    """A resumable upload's chunks are kept under uploads/ in the S3 bucket until the last one; then
+    the object is under objects/ and the chunks are gone. An abandoned upload's go when it ends."""
+    import base64
+
+    tus = {"Tus-Resumable": "1.0.0"}
+    chunk = {**tus, "Content-Type": "application/offset+octet-stream"}
+
+    def begin(name):
+        described = (
+            f"bucketName {base64.b64encode(b'locked').decode()},objectName {base64.b64encode(name).decode()}"
+        )
+        created = service.post(
+            "/storage/v1/upload/resumable",
+            headers={**tus, "Upload-Length": "10", "Upload-Metadata": described},
+        )
+        assert created.status_code == 201
+        return created.headers["Location"].split("://", 1)[1].split("/", 1)[1]
+
+    where = "/" + begin(b"tus.bin")
+    assert service.patch(where, data=b"01234", headers={**chunk, "Upload-Offset": "0"}).status_code == 204
+    assert [key.split("/")[0] for key in keys(s3)] == ["uploads"]
+    done = service.patch(where, data=b"56789", headers={**chunk, "Upload-Offset": "5"})
+    assert done.status_code == 204 and done.headers["Tus-Complete"] == "1"
+    assert [key.split("/")[0] for key in keys(s3)] == ["objects"]
+    assert service.get("/storage/v1/object/locked/tus.bin").data == b"0123456789"
+
+    abandoned = "/" + begin(b"abandoned.bin")
+    assert service.patch(abandoned, data=b"01234", headers={**chunk, "Upload-Offset": "0"}).status_code == 204
+    assert len(keys(s3)) == 2
+    assert service.delete(abandoned, headers=tus).status_code == 204
+    assert [key.split("/")[0] for key in keys(s3)] == ["objects"]
+    assert list((storage_root / ".tmp").glob("*")) == []
