@@ -1,11 +1,16 @@
-"""Resumable uploads with the clients apps use: tus-js-client under node (tests/js/resumable.mjs)
-against a real waitress server, as Supabase's docs write it (6 MB chunks, data with the creation),
-and resuming after the connection is cut mid-upload. SQLite only: the protocol is the client's
-concern here, the databases are test_resumable.py's."""
+"""Resumable uploads with the clients apps use, against a real waitress server: tus-js-client under
+node (tests/js/resumable.mjs), as Supabase's docs write it (6 MB chunks, data with the creation) and
+resuming after the connection is cut mid-upload; Uppy's tus plugin in Debian's Chromium, from a page
+of another origin (CORS). SQLite only: the protocol is the clients' concern here, the databases are
+test_resumable.py's."""
 
+import functools
 import json
 import os
 import subprocess
+import threading
+import urllib.request
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -20,7 +25,13 @@ select = "owner"
 insert = "authenticated"
 update = "owner"
 delete = "owner"
+
+[buckets.images]
+allowed_mime_types = ["image/*"]
+select = "owner"
+insert = "authenticated"
 """
+CHROMIUM = "/usr/bin/chromium"
 
 
 @pytest.fixture
@@ -55,3 +66,87 @@ def test_tus_js_client_uploads_and_resumes(node_modules, server, anon_key, tmp_p
     assert resumed["patches"] < 1024 * 1024 // (64 * 1024) + 3
     assert out["takeover"] == 404
     assert [p for p in (tmp_path / "storage" / "uploads").rglob("*") if p.is_file()] == []
+
+
+@pytest.fixture
+def page_server(node_modules, tmp_path):
+    """A page of another origin with Uppy and its tus plugin, bundled from node_modules by esbuild."""
+    site = tmp_path / "site"
+    site.mkdir()
+    esbuild = [str(node_modules / ".bin" / "esbuild"), "uppy.mjs", "--bundle", "--format=iife"]
+    built = subprocess.run(
+        [*esbuild, f"--outfile={site}/uppy.js"], cwd=JS, capture_output=True, text=True, timeout=120
+    )
+    assert built.returncode == 0, built.stderr[-2000:]
+    (site / "index.html").write_text('<!doctype html><title>uppy</title><script src="uppy.js"></script>')
+    handler = functools.partial(QuietHandler, directory=str(site))
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+class QuietHandler(SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+def sign_up(server, anon_key, email):
+    request = urllib.request.Request(
+        f"{server}/auth/v1/signup",
+        data=json.dumps({"email": email, "password": "secret-pw"}).encode(),
+        headers={"apikey": anon_key, "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request) as response:
+        body = json.load(response)
+    return body["access_token"], str(body["user"]["id"])
+
+
+def pattern(size):
+    return bytes((i * 31 + 7) % 251 for i in range(size))
+
+
+def test_uppy_uploads_from_a_browser(server, page_server, anon_key):
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("CI"):
+            pytest.fail("CI must run the browser tests: apt-get install chromium (.ci/run does)")
+        pytest.skip("chromium is not installed")
+    from playwright.sync_api import sync_playwright
+
+    token, user_id = sign_up(server, anon_key, "uppy@example.com")
+    size = 7 * 1024 * 1024
+    endpoint = f"{server}/storage/v1/upload/resumable"
+    sent = {"endpoint": endpoint, "anon": anon_key, "token": token, "size": size}
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM)
+        try:
+            page = browser.new_page()
+            page.goto(page_server)
+            upload = "args => window.uploadWithUppy(args)"
+            done = page.evaluate(
+                upload,
+                {**sent, "bucketName": "files", "objectName": f"{user_id}/video.bin", "type": "video/mp4"},
+            )
+            refused = page.evaluate(
+                upload,
+                {**sent, "bucketName": "images", "objectName": f"{user_id}/a.txt", "type": "text/plain"},
+            )
+        finally:
+            browser.close()
+    assert done == {"successful": 1, "failed": []}
+    request = urllib.request.Request(
+        f"{server}/storage/v1/object/files/{user_id}/video.bin",
+        headers={"apikey": anon_key, "Authorization": f"Bearer {token}"},
+    )
+    with urllib.request.urlopen(request) as response:
+        assert response.read() == pattern(size)
+        assert (
+            response.headers["Content-Type"] == "video/mp4"
+            and response.headers["Cache-Control"] == "max-age=3600"
+        )
+    assert refused["successful"] == 0 and len(refused["failed"]) == 1
+    assert (
+        "response code: 415" in refused["failed"][0] and "text/plain is not supported" in refused["failed"][0]
+    )
