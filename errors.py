@@ -134,6 +134,7 @@ class Storage:
     INVALID_KEY = "InvalidKey"
     INVALID_BUCKET_NAME = "InvalidBucketName"
     INVALID_REQUEST = "InvalidRequest"
+    INVALID_PARAMETER = "InvalidParameter"
     INVALID_JWT = "InvalidJWT"
     INVALID_SIGNATURE = "InvalidSignature"
     INVALID_RANGE = "InvalidRange"

@@ -15,7 +15,7 @@ from auth.identity import Identity, acting_user
 from blueprints.gateway import identity
 from config import setting
 from errors import Storage, invalid_request, storage_error
-from storage import buckets, files, images, media_types, objects, signing
+from storage import buckets, files, images, listing_v2, media_types, objects, signing
 from values import strict_json, whole_number
 
 bp = Blueprint("storage", __name__, url_prefix="/storage/v1")
@@ -114,6 +114,11 @@ def info_public(bucket_id, name):
 def list_objects(bucket_id):
     listed = objects.list_objects(bucket_id, identity(), objects.listing(json_body()))
     return json.dumps(listed), {"Content-Type": "application/json"}
+
+
+@bp.post("/object/list-v2/<bucket_id>")
+def list_page(bucket_id):
+    return listing_v2.list_page(bucket_id, identity(), listing_v2.page(json_body()))
 
 
 @bp.post("/object/move")

@@ -82,6 +82,11 @@ def test_a_policy_hides_objects_as_if_missing(api, service, people):
     assert names(api, bob_token, f"{ann}/") == []
     assert names(api, ann_token, f"{ann}/") == ["diary.txt"]
     assert names(api, bob_token, "shared/") == ["rules.txt"]
+    for token, seen in ((bob_token, (["shared/"], [])), (ann_token, ([f"{ann}/", "shared/"], []))):
+        page = api.post(f"{OBJECTS}/list-v2/docs", json={"with_delimiter": True}, token=token).json
+        assert ([f["name"] for f in page["folders"]], page["objects"]) == seen
+    flat = api.post(f"{OBJECTS}/list-v2/docs", json={"prefix": f"{ann}/"}, token=bob_token).json
+    assert flat == {"hasNext": False, "folders": [], "objects": []}
     signed = api.post(f"{OBJECTS}/sign/docs/{ann}/diary.txt", json={"expiresIn": 60}, token=bob_token)
     assert_storage_error(signed, 404)
 
