@@ -92,6 +92,7 @@ class Rest:
     AGGREGATES_DISABLED = "PGRST123"  # an aggregate in select while DB_AGGREGATES_ENABLED is off
     MAX_AFFECTED = "PGRST124"  # a strict Prefer: max-affected that the write would exceed
     MAX_AFFECTED_RPC = "PGRST128"  # a strict max-affected on a function that returns no set of rows
+    NOT_IMPLEMENTED = "PGRST127"  # PostgREST's "Feature not implemented" (aggregates in a to-many spread)
     UNKNOWN_SCHEMA = "PGRST106"  # Accept-Profile or Content-Profile names a schema not served
     NOT_ONE_ROW = "PGRST116"  # a single object was asked for, not exactly one row matched
     NO_RELATIONSHIP = "PGRST200"

@@ -225,7 +225,8 @@ def _create(table, access, write):
         reflection.check_conflict_target(table, target)
     upsert = None
     if write.prefer.resolution is not None:
-        upsert = writes.Upsert(target, write.prefer.resolution == "merge-duplicates", access.merge)
+        defaulted = tuple(write.columns_param or ()) if write.prefer.missing_default else ()
+        upsert = writes.Upsert(target, write.prefer.resolution == "merge-duplicates", access.merge, defaulted)
     checked = _has_check(access.action, access.merge)
     wanted = write.prefer.returns != "minimal" or checked
     keys, stored, inserted = writes.insert(table, rows, upsert, want_keys=wanted)

@@ -18,6 +18,7 @@ class Upsert:
     columns: list  # the on_conflict columns
     merge: bool  # merge-duplicates, else ignore-duplicates
     guard: object = None  # the update Grant an existing row must pass to be merged
+    defaulted: tuple = ()  # ?columns= under missing=default: a key a row leaves out merges its default
 
 
 SKIPPED = object()  # an upsert's row left alone (ignore-duplicates)
@@ -79,11 +80,24 @@ def _upsert_row(table, row, upsert):
             raise policies.violation(table.name)
         raise policies.denied("permission denied: the conflicting row belongs to another user")
     changes = {key: value for key, value in row.items() if key not in upsert.columns}
+    keys = {column.key for column in primary_key(table)}
+    for name in upsert.defaulted:  # PostgREST's `SET col = EXCLUDED.col`: the default, not the old value
+        if name not in row and name not in upsert.columns and name not in keys:
+            changes[name] = column_default(table.c[name])
     if changes:
         db.session.execute(sa.update(table).where(match).values(changes))
     key = tuple(existing)[:-1]
     moved = tuple(changes.get(c.key, old) for c, old in zip(primary_key(table), key, strict=True))
     return moved or None, False
+
+
+def column_default(column):
+    """What DEFAULT gives `column`, for an UPDATE (SQLite takes no DEFAULT there): its server
+    default's SQL, or NULL."""
+    default = getattr(column.server_default, "arg", None)
+    if default is None:
+        return None
+    return sa.literal_column(f"({getattr(default, 'text', default)})")
 
 
 def _conflicting(table, match, guard):

@@ -28,6 +28,15 @@ class Level:
     hidden: list = field(default_factory=list)  # more columns to fetch: a write's primary key
     path: tuple = ()  # the embed's aliases from the top: the filters on it are scopes[path]
     prefix: str = ""  # of its filters' parameters in a prepared plan, which they share with others
+    joins: list = field(default_factory=list)  # (subquery, ON) of each to-one spread it aggregates over
+    spreads: list = field(default_factory=list)  # the Childs of those spreads (spreads.py)
+
+    def source(self):
+        """Its table, LEFT JOINed to the spreads it aggregates over."""
+        found = self.table
+        for joined, on in self.joins:
+            found = found.outerjoin(joined, on)
+        return found
 
     def column(self, name):
         """What the name from `needed` reads: a column, or a computed item's expression."""
@@ -119,9 +128,9 @@ class Child:
 
     def _source(self):
         if self.junction is None:
-            return self.level.table
+            return self.level.source()
         pairs = zip(self.relationship.junction_keys, self.relationship.target_keys, strict=True)
-        return self.level.table.join(
+        return self.level.source().join(
             self.junction, sa.and_(*(self.junction.c[j] == self.level.table.c[t] for j, t in pairs))
         )
 

@@ -8,6 +8,7 @@ from errors import APIError, Rest
 from query import resolve, sql, tree
 from query.tree import EmbedItem, FilterError, SelectItem
 from rest import policies, reflection
+from rest.embeds import spreads
 from rest.embeds.levels import Child, Level, all_of
 from rest.embeds.relationships import by_column, by_constraint, find_relationship
 
@@ -42,15 +43,19 @@ class Planner:
         (a correlated EXISTS would take the outer table for its own)."""
         outputs = []
         _check_embed_names(name, items, len(path) + 1)
+        hoisting = spreads.aggregated(items)
         for item in items:
             if isinstance(item, EmbedItem):
                 outputs.append(self._child(name, table, item, (*path, item.alias), chain))
             else:
-                outputs += resolve.resolve_select([item], table, aggregates=bool(path))
-        if path and any(getattr(output, "aggregate", None) for output in outputs):
+                outputs += resolve.resolve_select([item], table, aggregates=bool(path) or hoisting)
+        joins, hoisted = [], []
+        if hoisting:
+            outputs = spreads.hoisted(table, outputs, joins, hoisted)
+        if any(getattr(output, "aggregate", None) for output in outputs):
             if any(isinstance(output, Child) for output in outputs):
                 raise FilterError(
-                    "aggregates in an embedded resource with embeds of its own are not supported"
+                    "aggregates beside embedded resources are not supported (beside to-one spreads they are)"
                 )
         nodes = self.scopes.get(path, [])
         prefix, self.levels = f"w{self.levels}_", self.levels + 1
@@ -59,7 +64,9 @@ class Planner:
             where = sql.build(nodes, table, reflection.dialect(), named=self.named).clause
             where = _prefixed(where, prefix) if self.named else where
         inner = [output.exists(table) for output in outputs if isinstance(output, Child) and output.inner]
-        return Level(table, outputs, all_of(where, *inner), path=path, prefix=prefix)
+        return Level(
+            table, outputs, all_of(where, *inner), path=path, prefix=prefix, joins=joins, spreads=hoisted
+        )
 
     def _child(self, parent_name, parent, item, path, chain):
         self.used.add(path)
@@ -76,8 +83,8 @@ class Planner:
         alias = target.alias(f"e{self.count}") if item.table in taken else target
         counted = _counted(item, target)
         level = self._level(item.table, alias, () if counted else item.items, path, (*chain, item.table))
-        if item.spread and level.aggregated:  # PostgREST groups the parent by them: not done here
-            raise FilterError("aggregates in a spread embedded resource are not supported")
+        if item.spread and relationship.many and (level.aggregated or spreads.aggregated(item.items)):
+            raise spreads.refuse_to_many()
         level.where = all_of(level.where, grant.condition(alias, named=self.named))
         settings = self.query.embedded.get(path, tree.Embedded())
         level.order = reflection.ordering(settings.order, alias)

@@ -13,7 +13,7 @@ from query import resolve, sql
 from rest import policies, reads, reflection
 from rest.embeds.levels import Level, all_of, present
 from rest.embeds.planner import plan
-from rest.embeds.shaping import shape
+from rest.embeds.shaping import item_key, shape
 
 MAX_SHAPES = 16  # prepared plans kept for one select: its filters' and grants' shapes vary
 
@@ -91,7 +91,11 @@ def _planned(table, query, who, grant, offset, limit):
 
 def _level(table, query, who, grant):
     order = reflection.ordering(query.order, table)
-    return plan(table.name, table, query, who, grant, order, named=True)
+    level = plan(table.name, table, query, who, grant, order, named=True)
+    if level.aggregated:  # grouped: in the order asked, else the groups' own (the key is none of theirs)
+        asked = resolve.parse_order(query.order, table) if query.order else []
+        level.order = sql.order_clauses(asked, table, reflection.dialect())
+    return level
 
 
 def _base(table):
@@ -101,7 +105,7 @@ def _base(table):
 def _fresh(level):
     """Whether each table under `level` is still the one reflected: one reflected again (a column
     added or dropped) gets a new Level tree and plans."""
-    for child in level.children:
+    for child in level.children + level.spreads:
         if reflection.reflected_or_none(child.name, child.asked) is not _base(child.level.table):
             return False
         junction = child.relationship.junction
@@ -116,7 +120,7 @@ def _bind(level, scopes, who, values, signature):
     """Into `values`, the request's parameters for the plans of `level`'s tree: each embedded
     table's grant (a 401/403 when its rule refuses the caller) and the filters on each level (a
     400 for one that does not convert); into `signature`, what of them decides the SQL."""
-    for child in level.children:
+    for child in level.children + level.spreads:
         _grant(child.policy, who, values, signature)
         _bind(child.level, scopes, who, values, signature)
         if child.junction_policy is not None:
@@ -139,7 +143,7 @@ def _compile(level, policy, offset, limit):
     embeds `_joinable` allows are read in the top query: after the top level's columns, each one's
     key (NULL: no match), then its own columns."""
     columns = [level.column(name) for name in level.needed()]
-    source = level.table
+    source = level.source()
     for child in _joinable(level, policy):
         child.joined = True
         relationship, table = child.relationship, child.level.table
@@ -151,7 +155,14 @@ def _compile(level, policy, offset, limit):
     count = sa.select(sa.func.count()).select_from(level.table)
     if level.where is not None:
         rows, count = rows.where(level.where), count.where(level.where)
-    rows = rows.order_by(*level.order)
+    if level.aggregated:  # through to-one spreads (spreads.py): grouped by the other columns' labels
+        summed = {item_key(item) for item in level.selected() if item.aggregate}
+        groups = [sa.literal_column(f"c{i}") for i, name in enumerate(level.needed()) if name not in summed]
+        rows = rows.group_by(*groups)
+        count = sa.select(sa.func.count()).select_from(rows.subquery("groups"))
+        rows = rows.order_by(*(level.order or groups))
+    else:
+        rows = rows.order_by(*level.order)
     if offset:
         rows = rows.offset(sa.bindparam("offset", type_=sa.Integer, required=True))
     if limit is not None:
@@ -267,7 +278,7 @@ def read_keys(level, columns, keys):
 
 def _fetch_top(level):
     columns = [level.column(name) for name in level.needed()]
-    statement = sa.select(*(c.label(f"c{i}") for i, c in enumerate(columns)))
+    statement = sa.select(*(c.label(f"c{i}") for i, c in enumerate(columns))).select_from(level.source())
     if level.where is not None:
         statement = statement.where(level.where)
     statement = statement.order_by(*level.order)

@@ -632,3 +632,42 @@ def test_a_duplicate_key_is_postgresqls_23505(rest, method, path, body, constrai
         "details": details,
         "hint": None,
     }
+
+
+def test_an_upsert_with_missing_default_as_postgrest_answers_it(rest):
+    """PostgREST's UpsertSpec: with ?columns=id,name, a merged row keeps the columns not listed (qty
+    stays 10) and a row without its key is inserted with a generated one. A listed key a row leaves
+    out is the column's default, on a merge too: PostgREST writes `SET col = EXCLUDED.col`."""
+    response = rest.anon.post(
+        "/rest/v1/items?columns=id,name&select=first:name,again:name,qty",
+        json=[{"id": 1, "name": "updated value"}, {"name": "new value"}],
+        headers={"Prefer": "return=representation, resolution=merge-duplicates, missing=default"},
+    )
+    assert response.status_code == 201, response.json
+    assert response.json == [
+        {"first": "updated value", "again": "updated value", "qty": 10},
+        {"first": "new value", "again": "new value", "qty": None},
+    ]
+    assert response.headers["Preference-Applied"] == (
+        "resolution=merge-duplicates, missing=default, return=representation"
+    )
+    assert [(row["id"], row["qty"]) for row in rest.rows("items")][0] == (1, 10)
+    merged = rest.anon.post(
+        "/rest/v1/children?columns=id,item_id,label&select=id,label,l:label",
+        json=[{"id": 1, "item_id": 1, "label": "x"}],
+        headers={"Prefer": "return=representation, missing=default"},
+    )
+    assert merged.json == [{"id": 1, "label": "x", "l": "x"}]
+    defaulted = rest.anon.post(
+        "/rest/v1/children?columns=id,item_id,label",
+        json=[{"id": 1, "item_id": 2}],
+        headers={"Prefer": "return=representation, resolution=merge-duplicates, missing=default"},
+    )
+    assert defaulted.status_code == 200, defaulted.json
+    assert defaulted.json == [{"id": 1, "item_id": 2, "label": "child"}]
+    nulled = rest.anon.post(
+        "/rest/v1/items?columns=id,name,qty",
+        json=[{"id": 2, "name": "pie"}],
+        headers={"Prefer": "return=representation, resolution=merge-duplicates, missing=default"},
+    )
+    assert nulled.json[0]["qty"] is None  # no default: NULL, as EXCLUDED.qty is
