@@ -24,14 +24,12 @@ from live import capture
 log = logging.getLogger("minibase")
 
 LATE_SECONDS = 120  # how long a missing id is looked for: the longest a writing transaction may stay open
-LOOK_SECONDS = 0.2  # between two looks for the missing ids
+LOOK_SECONDS = 0.2  # between two looks for the missing ids when they are more than SPANS ranges
 # A change stays in the log this long after its write: well past LATE_SECONDS, so that the row of a
 # transaction that commits late is still there when every instance reads it.
 KEEP_SECONDS = 300
 BATCH = 500  # changes read at once
-SPANS = (
-    32  # missing ranges looked up each by its own bounds; past that, as one span from the first to the last
-)
+SPANS = 32  # missing ranges read with every read of the log; past that, looked for as one span
 
 
 @dataclass(frozen=True)
@@ -46,8 +44,9 @@ class Change:
 
 class Reader:
     """One feed's place in the log: the highest id read, and the ids below it not seen yet, as
-    ranges [first, last, since] in id order, each looked for until LATE_SECONDS after it was first
-    missed. Its methods run in the app's context, one at a time."""
+    ranges [first, last, since] in id order (so in the order they were missed too), each looked for
+    until LATE_SECONDS after it was first missed. Its methods run in the app's context, one at a
+    time."""
 
     def __init__(self):
         self.high = 0
@@ -70,47 +69,57 @@ class Reader:
                 self._passed(found, now)
 
     def read(self):
-        """The changes committed since the last read, each once: those past the highest id read, in
-        id order, and every LOOK_SECONDS the missing ones that have appeared since."""
+        """The changes committed since the last read, each once, in id order: those past the highest
+        id read, and those of missing ids that have committed since. A few missing ranges are read
+        with the new changes in one query; past SPANS of them (a Galera cluster's), they are looked
+        for every LOOK_SECONDS."""
         now = time.monotonic()
-        self.missing = [gap for gap in self.missing if now - gap[2] < LATE_SECONDS]
+        expired = next((n for n, gap in enumerate(self.missing) if now - gap[2] < LATE_SECONDS), None)
+        del self.missing[: len(self.missing) if expired is None else expired]  # the oldest come first
         log_table = _log_table()
-        fresh = _changes(
-            sa.select(log_table).where(log_table.c.id > self.high).order_by(log_table.c.id).limit(BATCH)
-        )
-        for change in fresh:
-            self._passed(change.id, now)
-        late = []
-        if self.missing and now - self.looked >= LOOK_SECONDS:
+        where, late = log_table.c.id > self.high, []
+        if len(self.missing) <= SPANS:
+            where = sa.or_(where, *(log_table.c.id.between(first, last) for first, last, _ in self.missing))
+        elif now - self.looked >= LOOK_SECONDS:
             self.looked = now
             late = self._late()
-        return late + fresh
+        changes = _changes(sa.select(log_table).where(where).order_by(log_table.c.id).limit(BATCH))
+        for change in changes:
+            if change.id > self.high:
+                self._passed(change.id, now)
+            else:
+                self._found(change.id)
+        return late + changes
 
-    def _passed(self, found, now):
-        if found > self.high + 1:
-            self.missing.append([self.high + 1, found - 1, now])
-        self.high = max(self.high, found)
+    def _passed(self, n, now):
+        """Id n is the highest read: the ids skipped to reach it are missing from now on."""
+        if n > self.high + 1:
+            self.missing.append([self.high + 1, n - 1, now])
+        self.high = n
 
     def _late(self):
-        """The changes of missing ids that have committed since: their ids first (the span of many
-        ranges holds changes read already), then the changes themselves."""
-        spans = [(first, last) for first, last, _ in self.missing]
-        if len(spans) > SPANS:
-            spans = [(spans[0][0], spans[-1][1])]
+        """The changes of missing ids that have committed since, looked for in one span from the
+        first missing id to the last: the ids first (the span holds changes read already), then the
+        changes whose ids were missing."""
         log_table = _log_table()
-        where = sa.or_(*(log_table.c.id.between(first, last) for first, last in spans))
+        span = log_table.c.id.between(self.missing[0][0], self.missing[-1][1])
         with db.engine.connect() as connection:
-            found = connection.execute(sa.select(log_table.c.id).where(where)).scalars().all()
+            found = connection.execute(sa.select(log_table.c.id).where(span)).scalars().all()
         wanted = [n for n in found if self._gap(n) is not None]
         if not wanted:
             return []
         changes = _changes(sa.select(log_table).where(log_table.c.id.in_(wanted)).order_by(log_table.c.id))
         for change in changes:
-            at = self._gap(change.id)
-            first, last, since = self.missing[at]
-            parts = [[first, change.id - 1, since], [change.id + 1, last, since]]
-            self.missing[at : at + 1] = [part for part in parts if part[0] <= part[1]]
+            self._found(change.id)
         return changes
+
+    def _found(self, n):
+        """Id n, missing, has committed: its range is split around it."""
+        at = self._gap(n)
+        if at is not None:
+            first, last, since = self.missing[at]
+            parts = [[first, n - 1, since], [n + 1, last, since]]
+            self.missing[at : at + 1] = [part for part in parts if part[0] <= part[1]]
 
     def _gap(self, n):
         """The index of the missing range that holds id n, or None."""
