@@ -1,13 +1,14 @@
 """Serving with Realtime on (REALTIME, the default under `python wsgi.py`): waitress cannot hold a
 WebSocket, so uvicorn serves the port. Its websockets protocol (the `websockets` library) carries
 /realtime/v1/websocket to the Realtime server (realtime/sessions.py); every other request goes to
-the Flask app unchanged, on a pool of threads (a2wsgi), as waitress runs it.
+the Flask app unchanged, on a pool of threads (Threads), as waitress runs it.
 
 SIGTERM or SIGINT: every socket is closed with 1001 (going away), then uvicorn stops accepting,
 lets the requests in flight finish (up to DRAIN_SECONDS) and returns."""
 
 import asyncio
 import contextlib
+import contextvars
 import io
 import json
 import logging
@@ -15,9 +16,10 @@ import signal
 import tempfile
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import uvicorn
-from a2wsgi import WSGIMiddleware
+from a2wsgi.wsgi import build_environ
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from werkzeug.exceptions import BadRequest, RequestHeaderFieldsTooLarge
 from werkzeug.wsgi import FileWrapper
@@ -34,13 +36,96 @@ BODY = "minibase.body"  # the scope's key for the request's body, read whole (re
 
 
 FILE_BLOCK = 256 * 1024  # a download's bytes per hand-over from the app's thread to the event loop
+WHOLE_BYTES = 256 * 1024  # a response up to this long (its Content-Length) is sent in one hand-over
 
 
 def file_in_blocks(file, block_size=FILE_BLOCK):
-    """wsgi.file_wrapper: a file sent in blocks of at least FILE_BLOCK. a2wsgi hands each block the
-    app yields to the event loop and waits for it; werkzeug's own 8 KB blocks made a 1 MB download
-    128 hand-overs, most of its cost."""
+    """wsgi.file_wrapper: a file sent in blocks of at least FILE_BLOCK. Each block a streamed response
+    yields is handed from the app's thread to the event loop, which the thread waits for; werkzeug's
+    own 8 KB blocks made a 1 MB download 128 hand-overs, most of its cost."""
     return FileWrapper(file, max(block_size, FILE_BLOCK))
+
+
+class Threads:
+    """The Flask app run on a pool of `threads` threads, one request at a time on each, in a copy of
+    the loop's context (what a request sets in a ContextVar stays its own).
+
+    A thread and the event loop hand a request over as few times as they can: every hand-over waits
+    for the other side to take the GIL, and under load that wait is most of a small request's cost
+    (a2wsgi's four a request, the headers, the body, its end and the return, cost a read behind the
+    gateway twice the CPU it costs under waitress). A response whose length is known and at most WHOLE_BYTES,
+    or that has no body (HEAD, 204, 304), is made whole on the thread and comes back with the
+    thread's return: one hand-over. Any other (a download, a streamed export) is sent as it is
+    produced, a block a hand-over, the headers with the first block."""
+
+    def __init__(self, app, threads):
+        self.app = app
+        self.executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="WSGI")
+
+    async def __call__(self, scope, body, send):
+        loop = asyncio.get_running_loop()
+        environ = build_environ(scope, body)
+        run = contextvars.copy_context().run
+        whole = await loop.run_in_executor(self.executor, run, self.respond, environ, loop, send)
+        if whole is not None:
+            start, content = whole
+            await send(start)
+            await send({"type": "http.response.body", "body": content})
+
+    def respond(self, environ, loop, send):
+        """On a thread of the pool: (the start message, the body) of a response made whole, or None
+        once a response that is not has been sent."""
+        started = []
+
+        def start_response(status, headers, exc_info=None):
+            if exc_info is not None and sent:
+                raise exc_info[1].with_traceback(exc_info[2])  # too late to change the headers
+            started[:] = [status, headers]
+
+        def hand_over(*messages):
+            asyncio.run_coroutine_threadsafe(_send_all(send, messages), loop).result()
+
+        sent = False
+        chunks = self.app(environ, start_response)
+        try:
+            if started and _made_whole(environ, *started):
+                return _start(*started), b"".join(chunks)
+            for chunk in chunks:
+                if chunk:
+                    hand_over(*([] if sent else [_start(*started)]), _body(chunk, more=True))
+                    sent = True
+            hand_over(*([] if sent else [_start(*started)]), _body(b"", more=False))
+            sent = True
+            return None
+        finally:
+            getattr(chunks, "close", lambda: None)()
+
+
+async def _send_all(send, messages):
+    for message in messages:
+        await send(message)
+
+
+def _made_whole(environ, status, headers):
+    """Whether the response is short enough, or bodiless, to be made whole on the thread."""
+    if environ["REQUEST_METHOD"] == "HEAD" or status[:3] in ("204", "304"):
+        return True
+    for name, value in headers:
+        if name.lower() == "content-length":
+            return value.isdigit() and int(value) <= WHOLE_BYTES
+    return False
+
+
+def _start(status, headers):
+    return {
+        "type": "http.response.start",
+        "status": int(status[:3]),
+        "headers": [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers],
+    }
+
+
+def _body(content, more):
+    return {"type": "http.response.body", "body": content, "more_body": more}
 
 
 def application(app, realtime, threads):
@@ -56,7 +141,7 @@ def application(app, realtime, threads):
         environ["wsgi.file_wrapper"] = file_in_blocks
         return app(environ, start_response)
 
-    flask = WSGIMiddleware(with_body, workers=threads)
+    flask = Threads(with_body, threads)
     limits = waitress_server.limits_of(app)
 
     async def serve(scope, receive, send):
@@ -67,7 +152,7 @@ def application(app, realtime, threads):
                 return None  # refused, or the client is gone
             scope[BODY] = body
             try:
-                return await flask(scope, receive, send)
+                return await flask(scope, body[0], send)
             finally:
                 body[0].close()
         if kind == "websocket":
@@ -106,11 +191,12 @@ def expects_body(headers):
 async def read_body(app, limits, scope, receive, send):
     """The request's body, read in the event loop before any thread runs the app, as waitress reads it:
     (a file at its start, its length when it was chunked), held in memory up to SPOOL_BYTES and in a
-    temporary file past that. a2wsgi ran the view as soon as the headers were in, and the view's read
-    of a body that trickled in held a thread for as long as the body took: THREADS slow POSTs held
-    them all. A body over the limit of its path (server.body_limit) is answered with the API's 413,
-    unread: a declared one before `100 Continue` would ask for it. A body that stops coming is
-    Protocol's to end. None when the request was answered here or its client is gone."""
+    temporary file past that. a2wsgi, which served before, ran the view as soon as the headers were
+    in, and the view's read of a body that trickled in held a thread for as long as the body took:
+    THREADS slow POSTs held them all. A body over the limit of its path (server.body_limit) is
+    answered with the API's 413, unread: a declared one before `100 Continue` would ask for it. A
+    body that stops coming is Protocol's to end. None when the request was answered here or its
+    client is gone."""
     declared, chunked = expects_body(scope["headers"])
     if not declared and not chunked:
         return io.BytesIO(), None

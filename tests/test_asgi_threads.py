@@ -1,0 +1,156 @@
+"""runtime.asgi.Threads: how a request reaches the Flask app's threads under uvicorn and how its
+answer comes back to the event loop: whole in one hand-over when it is short, block by block as it
+is produced when it is not."""
+
+import asyncio
+import contextvars
+import threading
+
+import pytest
+
+from runtime import asgi
+
+SCOPE = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "scheme": "http",
+         "query_string": b"", "root_path": "", "client": ("127.0.0.1", 4000),
+         "server": ("127.0.0.1", 80), "headers": [(b"host", b"127.0.0.1")]}  # fmt: skip
+
+
+def call(serve, method="GET", path="/", on_send=None, headers=()):
+    """The messages `serve` (an ASGI app taking scope, receive, send) sends for one request, each with
+    the name of the thread that sent it, run in a loop on a thread of its own."""
+    sent = []
+    scope = {**SCOPE, "method": method, "path": path, "raw_path": path.encode(),
+             "headers": [*SCOPE["headers"], *headers]}  # fmt: skip
+
+    async def receive():
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message):
+        sent.append((message, threading.current_thread().name))
+        if on_send is not None:
+            on_send(message)
+
+    errors = []
+
+    def run():
+        try:
+            asyncio.run(serve(scope, receive, send))
+        except Exception as exc:  # the test asserts on it
+            errors.append(exc)
+
+    thread = threading.Thread(target=run, name="loop")
+    thread.start()
+    thread.join(timeout=30)
+    assert not thread.is_alive(), "the request never finished"
+    if errors:
+        raise errors[0]
+    return sent
+
+
+def threads_serving(wsgi_app, threads=2):
+    pool = asgi.Threads(wsgi_app, threads)
+
+    async def serve(scope, receive, send):
+        return await pool(scope, asgi.io.BytesIO(), send)
+
+    return serve
+
+
+def test_a_json_answer_comes_back_whole_in_one_message(app, service_key):
+    """A table read under uvicorn: the headers, then the whole body in one message that ends it,
+    both sent by the loop once the app's thread is done, none by the app's thread."""
+    serve = asgi.application(app, None, 2)
+    sent = call(serve, path="/rest/v1/", headers=[(b"apikey", service_key.encode())])
+    (start, _), (body, sender) = sent
+    assert start["type"] == "http.response.start" and start["status"] == 200
+    assert body == {"type": "http.response.body", "body": body["body"]} and body["body"].startswith(b"{")
+    length = dict(start["headers"])[b"content-length"]
+    assert int(length) == len(body["body"])
+    assert sender == "loop"
+
+
+def test_a_response_without_a_length_is_sent_as_it_is_produced():
+    """A streamed answer (no Content-Length): its first block reaches the loop while the app is still
+    producing the next, the headers with it; every block arrives, in order, and an empty one ends it."""
+    first_sent = threading.Event()
+
+    def on_send(message):
+        if message.get("body") == b"one":
+            first_sent.set()
+
+    def blocks():
+        yield b"one"
+        assert first_sent.wait(10), "the first block was held back until the end"
+        yield b""
+        yield b"two"
+        yield b"three"
+
+    def streaming(environ, start_response):
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return blocks()
+
+    sent = [message for message, _ in call(threads_serving(streaming), on_send=on_send)]
+    assert [m["type"] for m in sent] == ["http.response.start", *["http.response.body"] * 4]
+    assert [m["body"] for m in sent[1:]] == [b"one", b"two", b"three", b""]
+    assert [m["more_body"] for m in sent[1:]] == [True, True, True, False]
+
+
+def test_a_long_response_is_streamed_even_with_its_length():
+    payload = b"x" * (asgi.WHOLE_BYTES + 1)
+
+    def long(environ, start_response):
+        start_response("200 OK", [("Content-Length", str(len(payload)))])
+        return iter([payload[:10], payload[10:]])
+
+    sent = [message for message, _ in call(threads_serving(long))]
+    assert [len(m["body"]) for m in sent[1:]] == [10, len(payload) - 10, 0]
+
+
+@pytest.mark.parametrize(("method", "status"), [("HEAD", "200 OK"), ("GET", "204 No Content")])
+def test_a_bodiless_answer_is_one_empty_message(method, status):
+    def empty(environ, start_response):
+        start_response(status, [("X-Seen", environ["REQUEST_METHOD"])])
+        return []
+
+    sent = [message for message, _ in call(threads_serving(empty), method=method)]
+    assert sent[0]["status"] == int(status[:3]) and (b"x-seen", method.encode()) in sent[0]["headers"]
+    assert sent[1:] == [{"type": "http.response.body", "body": b""}]
+
+
+def test_each_request_has_its_own_context_on_a_reused_thread():
+    """What one request sets in a ContextVar (a request's database deadline, say) is not seen by the
+    next request on the same thread of the pool."""
+    seen = contextvars.ContextVar("seen", default="unset")
+    answers = []
+
+    def app(environ, start_response):
+        answers.append(seen.get())
+        seen.set(environ["PATH_INFO"])
+        start_response("200 OK", [("Content-Length", "0")])
+        return []
+
+    pool = asgi.Threads(app, 1)
+
+    async def two_requests(scope, receive, send):
+        for path in ("/first", "/second"):
+            await pool({**scope, "path": path}, asgi.io.BytesIO(), send)
+
+    call(two_requests)
+    assert answers == ["unset", "unset"]
+
+
+def test_an_error_after_the_headers_went_out_ends_the_request_with_it():
+    """PEP 3333: start_response with exc_info once the headers are sent raises the error again, and
+    the app's error reaches uvicorn, which closes the connection."""
+
+    def failing(environ, start_response):
+        start_response("200 OK", [])
+        yield b"part"
+        yield b"more"
+        try:
+            raise ValueError("broken half-way")
+        except ValueError as exc:
+            start_response("500 Internal Server Error", [], (type(exc), exc, exc.__traceback__))
+
+    with pytest.raises(ValueError, match="broken half-way"):
+        call(threads_serving(failing))
