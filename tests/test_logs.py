@@ -97,3 +97,33 @@ def test_a_stream_that_cannot_be_written_does_not_stop_the_writer():
     writer.handler().handle(record("lost too"))
     writer.stop()
     assert not writer._thread.is_alive() and len(writer.records) == 0
+
+
+def test_each_line_has_its_own_time_to_the_millisecond():
+    """The date and time are written once a second and reused: each line still shows its own
+    record's time, across a change of second too."""
+    stream = io.StringIO()
+    writer = logs.Writer(stream=stream, interval=3600)
+    handler = writer.handler()
+    for created in (1_700_000_000.123, 1_700_000_000.987, 1_700_000_001.004, 1_700_000_000.5):
+        line = record("GET / 200")
+        line.created, line.msecs = created, (created % 1) * 1000
+        handler.handle(line)
+    writer.write_pending()
+    stamps = [line.split(" INFO ")[0] for line in stream.getvalue().splitlines()]
+    expected = [
+        time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(int(created))) + f",{int(created % 1 * 1000):03d}"
+        for created in (1_700_000_000.123, 1_700_000_000.987, 1_700_000_001.004, 1_700_000_000.5)
+    ]
+    assert stamps == expected
+
+
+def test_a_filter_on_the_handler_still_applies():
+    stream = io.StringIO()
+    writer = logs.Writer(stream=stream, interval=3600)
+    handler = writer.handler()
+    handler.addFilter(lambda item: "secret" not in item.getMessage())
+    handler.handle(record("a secret"))
+    handler.handle(record("kept"))
+    writer.write_pending()
+    assert stream.getvalue().splitlines()[0].endswith("kept") and "secret" not in stream.getvalue()
