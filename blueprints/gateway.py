@@ -31,15 +31,18 @@ OPEN_ROUTES = frozenset(
         ("GET", "/auth/v1/callback"),
         ("GET", JWKS_PATH),
         ("HEAD", JWKS_PATH),
+        ("POST", "/storage/v1/upload/resumable/sign"),
     }
 )
 # The same for the storage URLs apps put in <img src> or hand to a client without credentials: public
-# objects, and signed URLs, whose token is the permission.
+# objects, and signed URLs, whose token is the permission (a resumable upload's, in x-signature).
 OPEN_PREFIXES = {
     "GET": ("/storage/v1/object/public/", "/storage/v1/object/sign/", "/storage/v1/object/info/public/",
             "/storage/v1/render/image/public/", "/storage/v1/render/image/sign/"),
-    "HEAD": ("/storage/v1/object/public/", "/storage/v1/object/sign/"),
+    "HEAD": ("/storage/v1/object/public/", "/storage/v1/object/sign/", "/storage/v1/upload/resumable/sign/"),
     "PUT": ("/storage/v1/object/upload/sign/",),
+    "PATCH": ("/storage/v1/upload/resumable/sign/",),
+    "DELETE": ("/storage/v1/upload/resumable/sign/",),
 }  # fmt: skip
 BROWSER_AGENT = "Mozilla/"
 # Query parameters whose values are secrets: the log shows that they were sent, not what they were.

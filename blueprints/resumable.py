@@ -1,11 +1,13 @@
 """/storage/v1/upload/resumable: resumable uploads, TUS 1.0 as Supabase Storage serves them
 (tus-js-client, Uppy's tus plugin). The views read TUS's headers (Tus-Resumable, Upload-Length,
 Upload-Offset, Upload-Metadata with bucketName, objectName, contentType, cacheControl and metadata;
-x-upsert) and call storage.resumable; errors are answered as Supabase answers them here, the message
+x-upsert) and call storage.resumable, as the caller or, under /sign, as the user who signed the
+upload URL whose token is in x-signature; errors are answered as Supabase answers them here, the message
 as text/plain, which the TUS clients show."""
 
 import base64
 import binascii
+import dataclasses
 import datetime
 import re
 
@@ -13,11 +15,12 @@ from flask import Blueprint, Response, request, url_for
 from werkzeug.exceptions import HTTPException
 from werkzeug.http import http_date
 
+from blueprints import responses
 from blueprints.gateway import identity
-from blueprints.storage import cache_control, parse_metadata
+from blueprints.storage import cache_control, parse_metadata, signer
 from config import setting
 from errors import APIError, Storage, invalid_request, storage_error
-from storage import buckets, media_types, objects, resumable
+from storage import buckets, media_types, objects, resumable, signing
 from values import whole_number
 
 bp = Blueprint("resumable", __name__, url_prefix="/storage/v1/upload/resumable")
@@ -48,7 +51,10 @@ def tus_headers(response):
 
 @bp.errorhandler(APIError)
 def tus_error(error):
-    """As Supabase's TUS server answers an error: the message alone, as text."""
+    """As Supabase's TUS server answers an error: the message alone, as text. The gateway's own (no
+    API key, a bad one) keep the JSON body they have on every path, as Supabase's gateway sends it."""
+    if error.api not in (None, "storage"):
+        return responses.render(error)
     return Response(
         error.message, error.status, {**error.headers, "Content-Type": "text/plain; charset=utf-8"}
     )
@@ -61,6 +67,8 @@ def tus_http_error(error):
 
 @bp.route("", methods=["OPTIONS"])
 @bp.route("/<upload_id>", methods=["OPTIONS"])
+@bp.route("/sign", methods=["OPTIONS"])
+@bp.route("/sign/<upload_id>", methods=["OPTIONS"])
 def options(upload_id=None):
     """What this server offers: TUS 1.0, its extensions and the largest upload."""
     headers = {
@@ -74,14 +82,26 @@ def options(upload_id=None):
 @bp.post("")
 def create():
     """Begin an upload (and, with a chunk in the body, receive it)."""
+    return begin(read_creation(), identity(), "resumable.status")
+
+
+@bp.post("/sign")
+def create_signed():
+    """Begin an upload with a signed upload URL's token (x-signature) instead of credentials: as the
+    user who signed it, for the object it names, replacing one only if it was signed with x-upsert."""
     creation = read_creation()
+    who, claims = signed(creation.bucket_id, creation.name)
+    creation = dataclasses.replace(creation, upsert=claims.get("upsert") is True)
+    return begin(creation, who, "resumable.status_signed")
+
+
+def begin(creation, who, endpoint):
     with_data = bool(request.content_length) or request.headers.get("Content-Type") == CHUNK_TYPE
     if with_data:
         chunk_type()
         request.max_content_length = setting("STORAGE_FILE_SIZE_LIMIT")
-    who = identity()
     created = resumable.create(who, creation)
-    headers = {"Location": url_for("resumable.status", upload_id=created.upload_id, _external=True)}
+    headers = {"Location": url_for(endpoint, upload_id=created.upload_id, _external=True)}
     headers.update(expiry(created))
     if with_data or creation.length == 0:  # an empty file is whole once begun
         progress = resumable.append(created.upload_id, who, 0, request.stream, request.content_length)
@@ -91,7 +111,16 @@ def create():
 
 @bp.route("/<upload_id>", methods=["HEAD"])
 def status(upload_id):
-    progress = resumable.status(upload_id, identity())
+    return answer_status(upload_id, identity())
+
+
+@bp.route("/sign/<upload_id>", methods=["HEAD"])
+def status_signed(upload_id):
+    return answer_status(upload_id, signed_upload(upload_id))
+
+
+def answer_status(upload_id, who):
+    progress = resumable.status(upload_id, who)
     headers = {
         "Upload-Offset": str(progress.received),
         "Upload-Length": str(progress.length),
@@ -104,10 +133,19 @@ def status(upload_id):
 
 @bp.patch("/<upload_id>")
 def append(upload_id):
+    return receive_chunk(upload_id, identity)
+
+
+@bp.patch("/sign/<upload_id>")
+def append_signed(upload_id):
+    return receive_chunk(upload_id, lambda: signed_upload(upload_id))
+
+
+def receive_chunk(upload_id, caller):
     chunk_type()
     offset = header_number("Upload-Offset")
     request.max_content_length = setting("STORAGE_FILE_SIZE_LIMIT")
-    progress = resumable.append(upload_id, identity(), offset, request.stream, request.content_length)
+    progress = resumable.append(upload_id, caller(), offset, request.stream, request.content_length)
     headers = {"Upload-Offset": str(progress.received), **expiry(progress)}
     if progress.done:
         headers["Tus-Complete"] = "1"
@@ -118,6 +156,35 @@ def append(upload_id):
 def terminate(upload_id):
     resumable.terminate(upload_id, identity())
     return Response(status=204)
+
+
+@bp.delete("/sign/<upload_id>")
+def terminate_signed(upload_id):
+    resumable.terminate(upload_id, signed_upload(upload_id))
+    return Response(status=204)
+
+
+# --- signed uploads: the token of a signed upload URL in x-signature
+
+
+def signed(bucket_id, name):
+    """(the Identity of the user who signed the x-signature token, its claims), when it is an upload
+    token for exactly this object, unexpired; a 400 otherwise, as for a signed upload."""
+    token = request.headers.get("x-signature")
+    if not token:
+        raise storage_error(400, Storage.INVALID_SIGNATURE, "Missing x-signature header", "InvalidSignature")
+    objects.check_name(name)
+    claims = signing.verify(token, bucket_id, name, signing.UPLOAD)
+    return signer(claims.get("signer")), claims
+
+
+def signed_upload(upload_id):
+    """The caller of a request on a signed upload's URL: the signer of its x-signature token, which
+    must be signed for the object the upload makes (a 404 for an id that names none)."""
+    parsed = resumable.parse_id(upload_id)
+    if parsed is None:
+        raise resumable.not_found()
+    return signed(parsed[0], parsed[1])[0]
 
 
 # --- reading TUS's headers

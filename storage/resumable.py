@@ -70,7 +70,7 @@ def upload_id(row):
     return base64.urlsafe_b64encode(text.encode("utf-8")).decode("ascii").rstrip("=")
 
 
-def _parse_id(value):
+def parse_id(value):
     """(bucket, name, version) of an upload id, or None for one that is not ours."""
     if not isinstance(value, str) or not 0 < len(value) <= 2048:
         return None
@@ -98,7 +98,7 @@ def _owner(who):
 def _find(value, who, lock=False):
     """The upload `value` names, begun by `who`, in the caller's transaction; a 404 for any other (a
     forged id, another caller's upload, one finished or terminated), a 410 once it has expired."""
-    parsed = _parse_id(value)
+    parsed = parse_id(value)
     if parsed is None:
         raise not_found()
     bucket_id, name, version = parsed

@@ -15,6 +15,7 @@ import pytest
 from storage import clock
 
 TUS = "/storage/v1/upload/resumable"
+SIGNED = f"{TUS}/sign"
 VERSION = {"Tus-Resumable": "1.0.0"}
 CHUNK = "application/offset+octet-stream"
 
@@ -60,14 +61,16 @@ def metadata(**pairs):
     return ",".join(f"{key} {base64.b64encode(value.encode()).decode()}" for key, value in pairs.items())
 
 
-def begin(client, bucket, name, length, token=None, content_type="text/plain", headers=None, **more):
+def begin(
+    client, bucket, name, length, token=None, content_type="text/plain", headers=None, path=TUS, **more
+):
     sent = {
         **VERSION,
         "Upload-Length": str(length),
         "Upload-Metadata": metadata(bucketName=bucket, objectName=name, contentType=content_type, **more),
         **(headers or {}),
     }
-    return client.post(TUS, token=token, headers=sent)
+    return client.post(path, token=token, headers=sent)
 
 
 def url(response):
@@ -401,3 +404,87 @@ def test_concurrent_chunks_cannot_corrupt_an_upload(app, api, people, storage_ro
         assert all(status in (404, 409) for _, status in results if status != 204), results
         assert api.get(f"/storage/v1/object/private/{name}", token=ann).data == b"0123" + won[0]
     assert parts_on_disk(storage_root) == []
+
+
+# --- with a signed upload URL's token (x-signature) instead of credentials
+
+
+def sign_upload(api, path, token, upsert=False):
+    headers = {"x-upsert": "true"} if upsert else {}
+    signed = api.post(f"/storage/v1/object/upload/sign/{path}", token=token, headers=headers)
+    assert signed.status_code == 200, signed.json
+    return signed.json["token"]
+
+
+def test_a_signed_upload_url_begins_a_resumable_upload_as_its_signer(api, browser, people):
+    ann_id, ann = people["ann"]
+    signature = sign_upload(api, "private/ann/x.txt", ann)
+    created = begin(browser, "private", "ann/x.txt", 6, path=SIGNED, headers={"x-signature": signature})
+    where = url(created)
+    assert where.startswith(f"{TUS}/sign/")
+    sent = {"x-signature": signature}
+    assert browser.head(where, headers={**VERSION, **sent}).headers["Upload-Offset"] == "0"
+    assert chunk(browser, where, 0, b"abc", **sent).status_code == 204
+    # The upload is the signer's: Ann may go on with her own token; without the token, nobody.
+    assert chunk(api, f"{TUS}/{where.rsplit('/', 1)[1]}", 3, b"d", ann).status_code == 204
+    assert chunk(browser, where, 4, b"ef").status_code == 400
+    assert chunk(browser, where, 4, b"ef", **sent).status_code == 204
+    got = api.get("/storage/v1/object/private/ann/x.txt", token=ann)  # select = owner: Ann's own
+    assert got.status_code == 200 and got.data == b"abcdef"
+    assert api.get("/storage/v1/object/info/private/ann/x.txt", token=people["bob"][1]).status_code == 404
+
+
+def test_signed_resumable_uploads_refuse_a_bad_token(api, browser, people, monkeypatch):
+    from storage import signing
+
+    _, ann = people["ann"]
+    _, bob = people["bob"]
+    signature = sign_upload(api, "private/ann/x.txt", ann)
+    download = api.post("/storage/v1/object/sign/private/ann/x.txt", token=ann, json={"expiresIn": 60})
+    assert download.status_code == 404  # nothing to sign yet; an upload token is not a download one
+    for sent in ({}, {"x-signature": "forged"}, {"x-signature": signature + "x"}):
+        response = begin(browser, "private", "ann/x.txt", 6, path=SIGNED, headers=sent)
+        assert response.status_code == 400, response.get_data(as_text=True)
+    other = begin(browser, "private", "ann/other.txt", 6, path=SIGNED, headers={"x-signature": signature})
+    assert other.status_code == 400 and "signature" in other.get_data(as_text=True).lower()
+    # Bob's token for the same name is Bob's: Ann's upload is not his to go on with.
+    where = url(begin(browser, "private", "ann/x.txt", 6, path=SIGNED, headers={"x-signature": signature}))
+    bobs = sign_upload(api, "private/ann/x.txt", bob)
+    assert chunk(browser, where, 0, b"bob", **{"x-signature": bobs}).status_code == 404
+    assert browser.delete(where, headers={**VERSION, "x-signature": bobs}).status_code == 404
+    # An expired token of the same signer for the same object does nothing.
+    earlier = signing.now() - 3 * 3600
+    monkeypatch.setattr(signing, "now", lambda: earlier)
+    expired = sign_upload(api, "private/ann/x.txt", ann)
+    monkeypatch.undo()
+    refused = chunk(browser, where, 0, b"abc", **{"x-signature": expired})
+    assert refused.status_code == 400 and "expired" in refused.get_data(as_text=True)
+    assert (
+        begin(browser, "private", "ann/y.txt", 6, path=SIGNED, headers={"x-signature": expired}).status_code
+        == 400
+    )
+    assert browser.head(where, headers={**VERSION, "x-signature": signature}).headers["Upload-Offset"] == "0"
+
+
+def test_a_signed_resumable_upload_replaces_only_with_upsert(api, browser, people):
+    _, ann = people["ann"]
+    assert api.post("/storage/v1/object/private/ann/x.txt", token=ann, data=b"old",
+                    headers={"Content-Type": "text/plain"}).status_code == 200  # fmt: skip
+    plain = sign_upload(api, "private/ann/x.txt", ann, upsert=True)
+    assert (
+        begin(browser, "private", "ann/x.txt", 3, path=SIGNED, headers={"x-signature": plain}).status_code
+        == 201
+    )
+    api.delete("/storage/v1/object/private/ann/x.txt", token=ann)
+    no_upsert = sign_upload(api, "private/ann/x.txt", ann)
+    assert api.post("/storage/v1/object/private/ann/x.txt", token=ann, data=b"old",
+                    headers={"Content-Type": "text/plain"}).status_code == 200  # fmt: skip
+    # Signed without x-upsert: x-upsert on the upload does not make it replace.
+    sent = {"x-signature": no_upsert, "x-upsert": "true"}
+    assert begin(browser, "private", "ann/x.txt", 3, path=SIGNED, headers=sent).status_code == 409
+    assert api.get("/storage/v1/object/private/ann/x.txt", token=ann).data == b"old"
+
+
+def test_the_unsigned_routes_need_the_api_key(browser):
+    response = begin(browser, "private", "a.txt", 3)
+    assert response.status_code == 401 and response.json["message"] == "No API key found in request"
