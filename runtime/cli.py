@@ -1,5 +1,5 @@
 """Command-line administration: `flask --app app keys | create-user | deactivate-user | revoke-sessions |
-admin grant|revoke`."""
+admin grant|revoke | expire-uploads`."""
 
 import json
 import secrets
@@ -13,6 +13,7 @@ from auth import accounts, administration, audit, sessions, signing_keys, tokens
 from database import transactions
 from errors import APIError
 from models import Session
+from storage import resumable
 
 
 def _from_command_line():
@@ -124,6 +125,17 @@ def revoke(email):
     click.echo(f"{email} is no longer an administrator")
 
 
+@click.command("expire-uploads")
+@with_appcontext
+def expire_uploads():
+    """Delete the resumable uploads left untouched past their expiry, with their chunks (each upload
+    begun deletes some too; this is for a cron job on a service where none may begin)."""
+    removed = 0
+    while batch := resumable.expire_abandoned():
+        removed += batch
+    click.echo(f"removed {removed} expired uploads")
+
+
 def register(app):
-    for command in (keys, create_user, deactivate_user, revoke_sessions, admin):
+    for command in (keys, create_user, deactivate_user, revoke_sessions, admin, expire_uploads):
         app.cli.add_command(command)

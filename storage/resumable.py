@@ -310,10 +310,10 @@ def terminate(value, who):
         store.delete(key)
 
 
-def expire_abandoned(limit=EXPIRED_PER_SWEEP):
-    """Remove up to `limit` expired uploads and their parts; how many were removed. Found by a plain
-    read, then locked by id: no range lock on the index that would hold up new uploads."""
-    now = clock.now()
+def expire_abandoned():
+    """Remove up to EXPIRED_PER_SWEEP expired uploads and their parts; how many were removed. Found
+    by a plain read, then locked by id: no range lock on the index that would hold up new uploads."""
+    now, limit = clock.now(), EXPIRED_PER_SWEEP
 
     def expired():
         query = sa.select(StorageUpload.id).where(StorageUpload.expires_at <= now)

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from storage import clock
+from storage import clock, resumable
 
 TUS = "/storage/v1/upload/resumable"
 SIGNED = f"{TUS}/sign"
@@ -488,3 +488,26 @@ def test_a_signed_resumable_upload_replaces_only_with_upsert(api, browser, peopl
 def test_the_unsigned_routes_need_the_api_key(browser):
     response = begin(browser, "private", "a.txt", 3)
     assert response.status_code == 401 and response.json["message"] == "No API key found in request"
+
+
+def test_expire_uploads_command_removes_what_expired(app, api, people, storage_root, monkeypatch):
+    """Each upload begun sweeps some expired ones; `flask expire-uploads` sweeps them all, in batches."""
+    _, ann = people["ann"]
+    old = [url(begin(api, "private", f"old-{n}.txt", 10, ann)) for n in range(3)]
+    for where in old:
+        assert chunk(api, where, 0, b"abc", ann).status_code == 204
+    later = clock.now() + datetime.timedelta(hours=1, seconds=1)
+    monkeypatch.setattr(clock, "now", lambda: later)
+    fresh = url(begin(api, "private", "fresh.txt", 10, ann))  # sweeps the three expired
+    assert parts_on_disk(storage_root) == []
+    for n in range(4):
+        assert (
+            chunk(api, url(begin(api, "private", f"later-{n}.txt", 10, ann)), 0, b"abc", ann).status_code
+            == 204
+        )
+    assert chunk(api, fresh, 0, b"abc", ann).status_code == 204
+    monkeypatch.setattr(clock, "now", lambda: later + datetime.timedelta(hours=2))
+    monkeypatch.setattr(resumable, "EXPIRED_PER_SWEEP", 2)
+    done = app.test_cli_runner().invoke(args=["expire-uploads"])
+    assert done.exit_code == 0 and done.output.strip() == "removed 5 expired uploads", done.output
+    assert parts_on_disk(storage_root) == []
