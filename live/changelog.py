@@ -84,7 +84,7 @@ class Reader:
             self.looked = now
             late = self._late()
         changes = _changes(sa.select(log_table).where(where).order_by(log_table.c.id).limit(BATCH))
-        for change in changes:
+        for change in late + changes:  # only once both reads succeeded: a failed one loses nothing
             if change.id > self.high:
                 self._passed(change.id, now)
             else:
@@ -108,10 +108,7 @@ class Reader:
         wanted = [n for n in found if self._gap(n) is not None]
         if not wanted:
             return []
-        changes = _changes(sa.select(log_table).where(log_table.c.id.in_(wanted)).order_by(log_table.c.id))
-        for change in changes:
-            self._found(change.id)
-        return changes
+        return _changes(sa.select(log_table).where(log_table.c.id.in_(wanted)).order_by(log_table.c.id))
 
     def _found(self, n):
         """Id n, missing, has committed: its range is split around it."""
