@@ -34,35 +34,42 @@ def trigger_name(table, operation):
 
 
 def install():
-    """The triggers of every opted-in table, made or replaced; {table: None when its changes are
-    captured, else why not}. Each refusal is logged."""
+    """The triggers of every opted-in table, made or replaced where the database holds others than
+    these; {table: None when its changes are captured, else why not}. Each refusal is logged.
+    Triggers left as they are cost nothing: replacing one waits for every open transaction on its
+    table (a metadata lock), and on Galera is a schema change every node makes in turn."""
     wanted = sorted(name for name, policy in policies.policies().items() if policy.realtime)
     dialect = db.engine.dialect.name
     expected = {trigger_name(name, operation) for name in wanted for operation in OPERATIONS}
     captured = {}
     try:
-        for stale in sorted(_existing(dialect) - expected):
+        existing = _existing(dialect)
+        for stale in sorted(set(existing) - expected):
             with db.engine.begin() as connection:
                 connection.exec_driver_sql(f"DROP TRIGGER IF EXISTS {stale}")
     except DBAPIError as exc:
         log.warning("realtime: cannot drop the triggers of tables no longer opted in: %s", first_line(exc))
     for name in wanted:
-        captured[name] = _install_one(name, dialect)
+        captured[name] = _install_one(name, dialect, existing)
         if captured[name] is not None:
             log.error("realtime: changes of table %r are not captured: %s", name, captured[name])
     return captured
 
 
 def _existing(dialect):
+    """{name: what the database holds of it} of our triggers: SQLite's CREATE statement, MySQL's body."""
     if dialect == "sqlite":
-        query = "SELECT name FROM sqlite_master WHERE type = 'trigger'"
+        query = "SELECT name, sql FROM sqlite_master WHERE type = 'trigger'"
     else:
-        query = "SELECT TRIGGER_NAME FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE()"
+        query = (
+            "SELECT TRIGGER_NAME, ACTION_STATEMENT FROM information_schema.TRIGGERS "
+            "WHERE TRIGGER_SCHEMA = DATABASE()"
+        )
     with db.engine.connect() as connection:
-        return {name for name in connection.execute(sa.text(query)).scalars() if name.startswith(PREFIX)}
+        return {name: text for name, text in connection.execute(sa.text(query)) if name.startswith(PREFIX)}
 
 
-def _install_one(name, dialect):
+def _install_one(name, dialect, existing):
     try:
         table = sa.Table(name, sa.MetaData(), autoload_with=db.engine)
     except NoSuchTableError:
@@ -70,10 +77,13 @@ def _install_one(name, dialect):
     if not list(table.primary_key.columns):
         return "it has no primary key (a change is told by its key)"
     columns = [column for column in table.c if not _binary(column) and column.name in _logged(name, table)]
+    made = {operation: _statements(table, columns, operation, dialect) for operation in OPERATIONS}
+    if all(existing.get(trigger_name(name, operation)) == made[operation][0] for operation in OPERATIONS):
+        return None
     try:
         with db.engine.begin() as connection:
             for operation in OPERATIONS:
-                for statement in _statements(table, columns, operation, dialect):
+                for statement in made[operation][1]:
                     # PyMySQL formats the text with %: a name's own % must survive it
                     connection.exec_driver_sql(
                         statement if dialect == "sqlite" else statement.replace("%", "%%")
@@ -98,6 +108,7 @@ def _binary(column):
 
 
 def _statements(table, columns, operation, dialect):
+    """(what the database will hold of the trigger, as _existing reads it; the statements that make it)."""
     quote = db.engine.dialect.identifier_preparer.quote
     name = trigger_name(table.name, operation)
     on = f"AFTER {operation} ON {quote(table.name)} FOR EACH ROW"
@@ -116,22 +127,15 @@ def _statements(table, columns, operation, dialect):
             f"INSERT INTO {LOG_TABLE} (table_name, operation, new_row, old_row, created_at) "
             f"VALUES ({_literal(table.name, dialect)}, '{operation}', {new}, {old}, {now})"
         )
-        return [
-            f"DROP TRIGGER IF EXISTS {name}",
-            f"CREATE TRIGGER {name} {on} BEGIN {insert}; END",
-        ]
+        create = f"CREATE TRIGGER {name} {on} BEGIN {insert}; END"
+        return create, [f"DROP TRIGGER IF EXISTS {name}", create]
     insert = (
         f"INSERT INTO {LOG_TABLE} (table_name, operation, new_row, old_row, created_at) "
         f"VALUES ({_literal(table.name, dialect)}, '{operation}', {new}, {old}, UNIX_TIMESTAMP(NOW(6)))"
     )
     if getattr(db.engine.dialect, "is_mariadb", False):  # replaced at once: no write goes uncaptured
-        return [
-            f"CREATE OR REPLACE TRIGGER {name} AFTER {operation} ON {quote(table.name)} FOR EACH ROW {insert}"
-        ]
-    return [
-        f"DROP TRIGGER IF EXISTS {name}",
-        f"CREATE TRIGGER {name} AFTER {operation} ON {quote(table.name)} FOR EACH ROW {insert}",
-    ]
+        return insert, [f"CREATE OR REPLACE TRIGGER {name} {on} {insert}"]
+    return insert, [f"DROP TRIGGER IF EXISTS {name}", f"CREATE TRIGGER {name} {on} {insert}"]
 
 
 def _literal(text, dialect):

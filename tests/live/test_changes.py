@@ -309,6 +309,24 @@ def test_a_commit_later_than_a_newer_one_is_delivered_once(start_server, databas
 
 
 @pytest.mark.parametrize("backend", ["mysql"], indirect=True)
+def test_a_transaction_open_when_the_service_starts_is_delivered_when_it_commits(
+    start_server, database, database_url
+):
+    start_server(TABLES).process.kill()  # made the log's triggers
+    engine = sa.create_engine(database_url)
+    try:
+        with engine.connect() as slow, slow.begin():
+            slow.execute(sa.text("INSERT INTO messages (room, body) VALUES (1, 'open at the start')"))
+            database("INSERT INTO messages (room, body) VALUES (1, 'committed before')")
+            server = start_server(TABLES)
+            watcher = Client(server)
+            assert watcher.join("db", postgres_changes=changes("db", ("*", "messages", {})))["status"] == "ok"
+        assert bodies(watcher, 1) == ["open at the start"]
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize("backend", ["mysql"], indirect=True)
 def test_rolled_back_ids_do_not_hold_later_changes_back(start_server, database):
     """Each rolled-back insert leaves a gap in the log's ids that is never filled: the change after
     it goes out without waiting for it."""
