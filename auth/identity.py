@@ -74,15 +74,53 @@ def identify(token):
     role = api_key_role(token)
     if role is not None:
         return Identity(role)
-    try:
-        claims = tokens.decode_access_token(token, setting("JWT_KEYS"))
-    except tokens.TokenError as exc:
-        raise (bad_jwt("Token has expired") if exc.expired else bad_jwt()) from None
+    claims = _claims(token)
     # A read of its own, prepared once and ended at once, on a pooled connection: no ORM session for
     # a request that needs none (GET /user), and a write that follows starts its transaction at its
     # first statement.
     found = transactions.prepared({"session_id": claims["session_id"]}, prepared_session_user()[0])[0]
-    row = found[0] if found else None
+    return _signed_in(claims, found[0] if found else None)
+
+
+def identify_all(bearers):
+    """{token: its Identity, or the APIError identify raises for it} for each of `bearers`, judged
+    as identify judges one, with one read for all their sessions (Realtime checks every subscriber's
+    token again before it hands out a change)."""
+    judged, claims = {}, {}
+    for token in bearers:
+        try:
+            role = api_key_role(token)
+            if role is not None:
+                judged[token] = Identity(role)
+            else:
+                claims[token] = _claims(token)
+        except APIError as exc:
+            judged[token] = exc
+    if claims:
+        wanted = sorted({found["session_id"] for found in claims.values()})
+        query = (
+            _session_user().add_columns(Session.id.label("minibase_session")).where(Session.id.in_(wanted))
+        )
+        with db.engine.connect() as connection:
+            rows = {row.minibase_session: row for row in connection.execute(query)}
+        for token, found in claims.items():
+            try:
+                judged[token] = _signed_in(found, rows.get(found["session_id"]))
+            except APIError as exc:
+                judged[token] = exc
+    return judged
+
+
+def _claims(token):
+    try:
+        return tokens.decode_access_token(token, setting("JWT_KEYS"))
+    except tokens.TokenError as exc:
+        raise (bad_jwt("Token has expired") if exc.expired else bad_jwt()) from None
+
+
+def _signed_in(claims, row):
+    """The Identity of a verified token's `claims`, whose session and user are `row` (None: no such
+    session); a 401 when the session is gone or not the token's user's, or the user gone or banned."""
     if row is None:
         raise APIError(401, Auth.SESSION_NOT_FOUND, "Session from session_id claim in JWT does not exist")
     if row.session_user != tokens.user_id_of(claims["sub"]):
@@ -121,22 +159,7 @@ def prepared_session_user():
     are any. Prepared once per users table (database.transactions.prepare)."""
     cache, users = state(), users_table()
     if cache.session_user is None or cache.session_user[0] is not users:
-        has_links = sa.or_(
-            sa.exists().where(Factor.user_id == Session.user_id),
-            sa.exists().where(LinkedIdentity.user_id == Session.user_id),
-        )
-        query = (
-            select(
-                Session.user_id.label("session_user"),
-                sa.func.coalesce(Session.aal, "aal1").label("session_aal"),
-                has_links.label("has_links"),
-                *user_columns(),
-            )
-            .select_from(Session)
-            .outerjoin(users, users.c.user_id == Session.user_id)
-            .outerjoin(Profile, Profile.user_id == Session.user_id)
-            .where(Session.id == bindparam("session_id", required=True))
-        )
+        query = _session_user().where(Session.id == bindparam("session_id", required=True))
         factors = (
             select(*(getattr(Factor, name) for name in FACTOR_COLUMNS))
             .join(Session, Session.user_id == Factor.user_id)
@@ -152,3 +175,24 @@ def prepared_session_user():
         prepared = tuple(transactions.prepare(statement, db.engine) for statement in (query, factors, linked))
         cache.session_user = (users, prepared)
     return cache.session_user[1]
+
+
+def _session_user():
+    """Sessions with their assurance level and their users with the profile, and whether the user has
+    factors or linked identities: what a bearer token's check reads, for the sessions a WHERE names."""
+    users = users_table()
+    has_links = sa.or_(
+        sa.exists().where(Factor.user_id == Session.user_id),
+        sa.exists().where(LinkedIdentity.user_id == Session.user_id),
+    )
+    return (
+        select(
+            Session.user_id.label("session_user"),
+            sa.func.coalesce(Session.aal, "aal1").label("session_aal"),
+            has_links.label("has_links"),
+            *user_columns(),
+        )
+        .select_from(Session)
+        .outerjoin(users, users.c.user_id == Session.user_id)
+        .outerjoin(Profile, Profile.user_id == Session.user_id)
+    )
