@@ -62,6 +62,11 @@ class RowPolicy:
             return table.c[key[0].key].in_(chosen)
         return sa.tuple_(*(table.c[column.key] for column in key)).in_(chosen)
 
+    def sql_from(self, callers):
+        """The SQL with each parameter read from the column of that name of the derived table named
+        `callers` (a row of values per caller), so that one statement judges many callers."""
+        return re.sub(r":(rls_\w+)", rf"{callers}.\1", self.sql)
+
 
 def parse(where, name, entry):
     """A policies section: operation -> RowPolicy. Whether the SQL compiles is the database's to say,

@@ -27,6 +27,13 @@ def caller(token, role):
     return who, who.expires_at
 
 
+def verify_all(tokens):
+    """{token: its Identity now, or the words of why it no longer holds} for the access tokens of
+    channels, each verified again as a request's would be, with one read for all."""
+    judged = identity.identify_all([token for token in tokens if not token.startswith("sb_")])
+    return {token: found.message if isinstance(found, APIError) else found for token, found in judged.items()}
+
+
 def reason(error):
     """Supabase's words for a token refused: `InvalidJWTToken: …`."""
     if isinstance(error, APIError):

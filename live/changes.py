@@ -1,24 +1,17 @@
 """Postgres changes: the subscriptions a join may hold, and the feed that reads the change log the
 triggers write (live/capture.py, read by live/changelog.py) and delivers each change once, in the
-order they commit, to the subscribers whose filter matches and who may select that row now: the
-table's select rule and row policy, judged by rest/policies.py with the subscriber's identity, the
-policy evaluated by the database on the row's values (a DELETE on the row as it was). Hidden columns
-are never sent; the `old` of an UPDATE or a DELETE is the primary key only."""
+order they commit, to the subscribers whose filter matches and who may select that row now
+(live/delivery.py)."""
 
 import asyncio
 import itertools
-import json
 import logging
 import re
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
-
-import sqlalchemy as sa
 
 from errors import APIError
-from extensions import db
-from live import access, capture, changelog
+from live import capture, changelog, delivery
 from rest import policies, reflection
 
 log = logging.getLogger("minibase")
@@ -245,127 +238,35 @@ class Feed:
         if time.monotonic() - self.trimmed > TRIM_SECONDS:
             self.trimmed = time.monotonic()
             await self.server.call(changelog.trim)
-        changes = await self.server.call(self.reader.read)
-        if not changes or not self.channels:
-            return
-        listeners = [
-            (channel, channel.subscriptions, channel.who, channel.token)
-            for channel in self.channels
-            if channel.authorized
-        ]
-        deliveries, dead = await self.server.call(_judge, changes, listeners)
+        listening = [channel for channel in self.channels if channel.authorized]
+        changes, frames, dead = await self.server.call(self.judged, _listeners(listening))
+        # A channel that joined while the log was read is judged too: the read may hold a change
+        # committed after its join was answered.
+        joined = [channel for channel in self.channels - set(listening) if channel.authorized]
+        if changes and joined:
+            more, more_dead = await self.server.call(delivery.judge, changes, _listeners(joined))
+            frames, dead = frames + more, dead + more_dead
         for channel, why in dead:
             if channel.authorized:
                 channel.authorized = False
                 channel.system("system", "error", why)
-        for channel, ids, data in deliveries:
-            if channel.authorized:
-                channel.push("postgres_changes", {"ids": ids, "data": data})
+        for channel, frame in frames:
+            if channel.authorized and channel in self.channels:
+                channel.connection.send_frame(frame)
+
+    def judged(self, listeners):
+        """(changes, frames, dead): the changes read from the log, judged for `listeners`
+        (live.delivery), the read and the judging in one hop to a thread. In the app's context."""
+        changes = self.reader.read()
+        if not changes or not listeners:
+            return changes, [], []
+        return changes, *delivery.judge(changes, listeners)
 
 
-def _judge(changes, listeners):
-    """(channel, subscription ids, data) for each change each listener may see, and (channel, why)
-    for the listeners whose token no longer holds (expired, logged out, its user banned): each token
-    is verified again, once a batch, as a request's would be."""
-    verdicts = {}  # token -> its Identity now, or why it no longer holds
-    for _, _, who, token in listeners:
-        if token and token not in verdicts:
-            try:
-                verdicts[token] = access.caller(token, who.role)[0]
-            except APIError as exc:
-                verdicts[token] = exc.message
-    dead = [
-        (channel, verdicts[token])
-        for channel, _, _, token in listeners
-        if isinstance(verdicts.get(token), str)
-    ]
-    deliveries, seen = [], {}
-    for change in changes:
-        policy = policies.policies().get(change.table)
-        table = reflection.reflected_or_none(change.table) if policy is not None and policy.realtime else None
-        if table is None:
-            continue
-        row = change.old if change.operation == "DELETE" else change.new
-        data = None
-        for channel, subscriptions, who, token in listeners:
-            who = verdicts[token] if token else who
-            if isinstance(who, str):
-                continue
-            ids = [s.id for s in subscriptions if s.matches(change.table, change.operation, row)]
-            if not ids:
-                continue
-            key = (change.id, who.role, who.user_id, who.session_id)
-            if key not in seen:
-                seen[key] = _may_select(policy, who, change.table, row)
-            if not seen[key]:
-                continue
-            data = data or _payload(change, table)
-            deliveries.append((channel, ids, data))
-    return deliveries, dead
-
-
-def _may_select(policy, who, name, row):
-    """Whether `who` may select `row` of table `name` now: its select rule (rest.policies), the
-    owner rule on the row's owner column, and the row policy, run by the database on the row's
-    values with the caller's parameters."""
-    try:
-        grant = policies.authorize(policy, "select", who)
-    except APIError:
-        return False
-    if policy.owner_column is not None and not grant.owns(row.get(policy.owner_column)):
-        return False
-    if grant.using is None:
-        return True
-    values = [sa.bindparam(f"rt_{n}", value).label(column) for n, (column, value) in enumerate(row.items())]
-    derived = sa.select(*values).subquery(name)
-    statement = sa.select(sa.literal(1)).select_from(derived).where(grant.using.clause(derived, grant.values))
-    with db.engine.connect() as connection:
-        return connection.execute(statement).first() is not None
-
-
-TYPES = (
-    (sa.Boolean, "bool"),
-    (sa.Integer, "int8"),
-    (sa.Float, "float8"),
-    (sa.Numeric, "numeric"),
-    (sa.JSON, "jsonb"),
-    (sa.DateTime, "timestamp"),
-    (sa.Date, "date"),
-    (sa.Time, "time"),
-)
-
-
-def _type(column):
-    return next((name for kind, name in TYPES if isinstance(column.type, kind)), "text")
-
-
-def _value(column, value):
-    if isinstance(column.type, sa.Boolean) and isinstance(value, int):
-        return bool(value)
-    if isinstance(column.type, sa.JSON) and isinstance(value, str):
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
-    return value
-
-
-def _payload(change, table):
-    """Supabase's postgres_changes data: only the exposed columns; the old row's primary key only."""
-    columns = [column for column in table.c]
-    data = {
-        "schema": "public",
-        "table": change.table,
-        "commit_timestamp": datetime.fromtimestamp(change.at, UTC)
-        .isoformat(timespec="milliseconds")
-        .replace("+00:00", "Z"),
-        "type": change.operation,
-        "columns": [{"name": column.key, "type": _type(column)} for column in columns],
-        "errors": None,
-    }
-    if change.new is not None:
-        data["record"] = {c.key: _value(c, change.new[c.key]) for c in columns if c.key in change.new}
-    if change.old is not None:
-        key = [c for c in reflection.primary_key(table)] or columns[:1]
-        data["old_record"] = {c.key: _value(c, change.old[c.key]) for c in key if c.key in change.old}
-    return data
+def _listeners(channels):
+    """What the judging in a thread needs of each channel, taken on the event loop."""
+    return [
+        delivery.Listener(channel, channel.subscriptions, channel.who, channel.token, channel.connection.vsn,
+                          channel.topic, channel.join_ref)
+        for channel in channels
+    ]  # fmt: skip

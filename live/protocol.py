@@ -33,10 +33,18 @@ class UserBroadcast:
 
 
 @dataclass(frozen=True)
+class Encoded:
+    """A payload already in JSON text: framed as it is, not encoded again (a change sent to many
+    sockets is encoded once)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
 class Message:
     topic: str
     event: str
-    payload: object  # a dict, or a UserBroadcast
+    payload: object  # a dict, a UserBroadcast, or Encoded
     ref: str | None = None
     join_ref: str | None = None
 
@@ -111,6 +119,8 @@ def encode(message, vsn):
         payload = payload.as_json()
         if payload is None:
             return None
+    if isinstance(payload, Encoded):
+        return _frame(message, payload.text, vsn)
     if vsn == V1:
         return json.dumps(
             {"topic": message.topic, "event": message.event, "payload": payload, "ref": message.ref,
@@ -120,6 +130,15 @@ def encode(message, vsn):
     return json.dumps(
         [message.join_ref, message.ref, message.topic, message.event, payload], separators=(",", ":")
     )
+
+
+def _frame(message, payload, vsn):
+    """The frame json.dumps would make of `message`, with `payload` (JSON text) put in as it is."""
+    topic, event = json.dumps(message.topic), json.dumps(message.event)
+    ref, join_ref = json.dumps(message.ref), json.dumps(message.join_ref)
+    if vsn == V1:
+        return f'{{"topic":{topic},"event":{event},"payload":{payload},"ref":{ref},"join_ref":{join_ref}}}'
+    return f"[{join_ref},{ref},{topic},{event},{payload}]"
 
 
 def _encode_user_broadcast(topic, broadcast):
