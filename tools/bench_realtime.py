@@ -37,7 +37,11 @@ CHANGES = 100
 CHANGE_PAUSE = 0.1  # 10 changes a second: 1,000 deliveries a second to the 100 subscribers
 FAN_OUT = 1000
 BROADCASTS = 50
-FEED_TOML = TABLES_TOML + '\n[tables.feed]\nselect = "anon"\nrealtime = true\n'
+FEED_TOML = TABLES_TOML + (
+    '\n[tables.feed]\nselect = "anon"\nrealtime = true\n'
+    '\n[tables.posts]\nselect = "authenticated"\nrealtime = true\n'
+    '[tables.posts.policies]\nselect = "published = 1 OR author_id = :uid"\n'
+)
 
 
 def wrk(base, key, seconds=SECONDS):
@@ -57,18 +61,21 @@ def _allow_files(needed):
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(max(soft, needed), hard), hard))
 
 
-async def _open(url, count, topic, config, ready, done, report=None):
-    """`count` sockets joined to `topic`; `ready` is set when all are; each frame of an event of
-    interest goes to `report(received_at, frame)`; they stay open until `done` is set."""
+async def _open(url, count, topic, config, ready, done, report=None, tokens=None):
+    """`count` sockets joined to `topic` (the nth with tokens[n], when given); `ready` is set when all
+    are; each frame of an event of interest goes to `report(received_at, frame)`; they stay open
+    until `done` is set."""
     import websockets
 
     async def one(n):
         async with websockets.connect(url, max_size=None, open_timeout=60, ping_interval=None) as ws:
-            join = [str(n), str(n), f"realtime:{topic}", "phx_join", {"config": config}]
+            payload = {"config": config, **({"access_token": tokens[n]} if tokens else {})}
+            join = [str(n), str(n), f"realtime:{topic}", "phx_join", payload]
             await ws.send(json.dumps(join))
             while True:
                 frame = json.loads(await ws.recv())
                 if frame[3] == "phx_reply":
+                    assert frame[4]["status"] == "ok", frame
                     break
             joined.append(n)
             if len(joined) == count:
@@ -89,7 +96,7 @@ async def _open(url, count, topic, config, ready, done, report=None):
     await asyncio.gather(*tasks, return_exceptions=True)
 
 
-def _clients(url, count, topic, config, ready, done, results):
+def _clients(url, count, topic, config, ready, done, results, tokens=None):
     """A client process: `count` sockets; what they received goes to `results` at the end."""
     _allow_files(count + 100)
     received = []
@@ -106,7 +113,14 @@ def _clients(url, count, topic, config, ready, done, results):
 
         await asyncio.gather(
             _open(
-                url, count, topic, config, asyncio_ready, asyncio_done, lambda at, f: received.append((at, f))
+                url,
+                count,
+                topic,
+                config,
+                asyncio_ready,
+                asyncio_done,
+                lambda at, f: received.append((at, f)),
+                tokens,
             ),
             bridge(),
         )
@@ -116,19 +130,23 @@ def _clients(url, count, topic, config, ready, done, results):
 
 
 class Sockets:
-    """`count` sockets in `processes` client processes, joined to `topic`."""
+    """`count` sockets in `processes` client processes, joined to `topic`, the nth with the access
+    token tokens[n] when they are given."""
 
-    def __init__(self, url, count, topic, config=None, processes=2):
+    def __init__(self, url, count, topic, config=None, processes=2, tokens=None):
         self.done = multiprocessing.Event()
         self.results = multiprocessing.Queue()
         self.readies = []
         self.processes = []
         config = config or {"broadcast": {}, "presence": {"enabled": False}, "postgres_changes": []}
+        start = 0
         for part in range(processes):
             ready = multiprocessing.Event()
             share = count // processes + (1 if part < count % processes else 0)
+            mine = tokens[start : start + share] if tokens else None
+            start += share
             process = multiprocessing.Process(
-                target=_clients, args=(url, share, topic, config, ready, self.done, self.results)
+                target=_clients, args=(url, share, topic, config, ready, self.done, self.results, mine)
             )
             process.start()
             self.readies.append(ready)
@@ -156,7 +174,7 @@ class Sockets:
 
 def bench_serving(workdir, url, key, tables):
     """The key read under uvicorn (Realtime on) and under waitress, alternated, three rounds each."""
-    uvicorn, uvicorn_base = start_minibase(workdir, url, tables)
+    uvicorn, uvicorn_base = start_minibase(workdir, url, tables, BCRYPT_ROUNDS=4)
     waitress, waitress_base = start_minibase(workdir, url, tables, REALTIME="off")
     rates = {"uvicorn": [], "waitress": []}
     try:
@@ -210,17 +228,34 @@ def bench_fan_out(base, key):
     return len(ticks), len(ticks) / max(last - started, 1e-6)
 
 
-def bench_changes(base, key, url):
-    """Latency from a row written with plain SQL to its delivery to each of SUBSCRIBERS sockets."""
+def sign_up(base, key, count):
+    """The access tokens of `count` new users."""
+    found = []
+    for n in range(count):
+        body = {"email": f"reader{n}-{time.time_ns()}@example.com", "password": "bench-password"}
+        answer = requests.post(base + "/auth/v1/signup", json=body, headers={"apikey": key}, timeout=30)
+        answer.raise_for_status()
+        found.append(answer.json()["access_token"])
+    return found
+
+
+def bench_changes(base, key, url, table="feed", tokens=None):
+    """Latency from a row written with plain SQL to its delivery to each of SUBSCRIBERS sockets: on
+    `feed`, which anon reads, or on `posts` (with `tokens`), each subscriber a user of its own whose
+    row policy the database evaluates on every change."""
     config = {"broadcast": {}, "presence": {"enabled": False},
-              "postgres_changes": [{"event": "INSERT", "schema": "public", "table": "feed"}]}  # fmt: skip
-    sockets = Sockets(socket_url(base, key), SUBSCRIBERS, "feed", config)
+              "postgres_changes": [{"event": "INSERT", "schema": "public", "table": table}]}  # fmt: skip
+    sockets = Sockets(socket_url(base, key), SUBSCRIBERS, table, config, tokens=tokens)
     engine = sa.create_engine(url)
+    insert = {
+        "feed": "INSERT INTO feed (at) VALUES (:at)",
+        "posts": "INSERT INTO posts (at, published, author_id) VALUES (:at, 1, 0)",
+    }[table]
     try:
         time.sleep(0.5)
         for _ in range(CHANGES):
             with engine.begin() as connection:
-                connection.execute(sa.text("INSERT INTO feed (at) VALUES (:at)"), {"at": time.time()})
+                connection.execute(sa.text(insert), {"at": time.time()})
             time.sleep(CHANGE_PAUSE)
         time.sleep(2)
     finally:
@@ -237,6 +272,10 @@ def bench_changes(base, key, url):
     return len(delays), delays[len(delays) // 2], delays[min(len(delays) - 1, int(len(delays) * 0.99))]
 
 
+def _ms(value):
+    return f"{value:.1f}" if value else "-"
+
+
 def main():
     workdir = Path(tempfile.mkdtemp(prefix="minibase-bench-realtime-"))
     LOGS.mkdir(exist_ok=True)
@@ -246,6 +285,12 @@ def main():
     engine = sa.create_engine(url)
     with engine.begin() as connection:
         connection.execute(sa.text("CREATE TABLE feed (id INTEGER PRIMARY KEY AUTOINCREMENT, at REAL)"))
+        connection.execute(
+            sa.text(
+                "CREATE TABLE posts (id INTEGER PRIMARY KEY AUTOINCREMENT, at REAL, published INTEGER, "
+                "author_id INTEGER)"
+            )
+        )
     engine.dispose()
     key = tokens.api_key("anon", SECRET)
     print(f"\nRealtime, SQLite, {ROWS} rows; wrk -t2 -c16, {SECONDS:g} s a figure")
@@ -254,6 +299,7 @@ def main():
         none, busy, health, per_socket = bench_idle(server, base, key)
         delivered, rate = bench_fan_out(base, key)
         count, p50, p99 = bench_changes(base, key, url)
+        users = bench_changes(base, key, url, "posts", sign_up(base, key, SUBSCRIBERS))
     finally:
         stop(server)
     ratio = rates["uvicorn"] / rates["waitress"]
@@ -272,6 +318,11 @@ def main():
         (f"change to delivery, {SUBSCRIBERS} subscribers, p99 ms", f"{p99:.1f}" if p99 else "-", "< 100",
          bool(p99 and p99 < 100)),
         (f"  of {CHANGES} changes, 10 a second", str(count), str(wanted_changes), count == wanted_changes),
+        (f"  the same, {SUBSCRIBERS} users under a row policy, p50 ms", _ms(users[1]), "", None),
+        (f"  the same, {SUBSCRIBERS} users under a row policy, p99 ms", _ms(users[2]), "< 100",
+         bool(users[2] and users[2] < 100)),
+        (f"    of {CHANGES} changes, 10 a second", str(users[0]), str(wanted_changes),
+         users[0] == wanted_changes),
 ]  # fmt: skip
     print(
         f"  key read: waitress {rates['waitress']:.0f}, uvicorn {rates['uvicorn']:.0f} req/s (medians of 3)"
