@@ -20,6 +20,25 @@ def broadcast():
     return "", 202
 
 
+@bp.post("/realtime/v1/api/broadcast/<path:topic>/events/<event>")
+def broadcast_one(topic, event):
+    """realtime-js's httpSend: the body is the payload, JSON or (application/octet-stream) bytes."""
+    server = current_app.extensions["minibase"].realtime
+    if server is None:
+        return not_served()
+    kind = request.mimetype
+    if kind not in ("", "application/json", "application/octet-stream"):
+        raise APIError(
+            415,
+            Rest.BAD_BODY,
+            "Unsupported Media Type. Use application/json or application/octet-stream",
+        )
+    private = request.args.get("private") == "true"
+    binary = kind == "application/octet-stream"
+    api.send_one(server, topic, event, request.get_data(), binary, private, gateway.identity())
+    return "", 202
+
+
 @bp.route("/realtime/v1", methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
 @bp.route("/realtime/v1/<path:rest>", methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
 def not_served(rest=""):

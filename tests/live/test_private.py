@@ -121,3 +121,47 @@ def test_a_private_channel_policy_the_database_refuses_stops_the_start(tmp_path,
 def server_root():
     # Not `from conftest import ROOT`: which conftest that names depends on the tests collected with it.
     return Path(__file__).resolve().parent.parent.parent
+
+
+def test_one_message_sent_as_realtime_js_httpsend_sends_it(start_server):
+    server = start_server(RULES)
+    ann = user_token(server, "ann@example.com")
+    objects, arrays = Client(server), Client(server, "2.0.0")
+    assert objects.join("lobby")["status"] == "ok" and arrays.join("lobby")["status"] == "ok"
+    member = Client(server, "2.0.0")
+    assert member.join("room-1", private=True, access_token=ann)["status"] == "ok"
+    url = f"{server.base}/realtime/v1/api/broadcast"
+
+    def send(path, body, content_type="application/json", token=None):
+        headers = {"apikey": server.anon, "Content-Type": content_type}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        return requests.post(url + path, data=body, headers=headers, timeout=10)
+
+    sent = send("/lobby/events/hello", '{"a": 1}')
+    assert sent.status_code == 202 and sent.text == ""
+    assert objects.until("broadcast")["payload"] == {
+        "type": "broadcast",
+        "event": "hello",
+        "payload": {"a": 1},
+    }
+    # Serializer 2.0.0 gets it as Supabase sends it: a binary user broadcast, its payload JSON.
+    assert (
+        arrays.recv()
+        == bytes([4, len("realtime:lobby"), 5, 0, 1]) + b"realtime:lobby" + b"hello" + b'{"a": 1}'
+    )
+    member.nothing()
+
+    raw = bytes([0, 1, 2, 255])
+    assert send("/room-1/events/bytes?private=true", raw, "application/octet-stream").status_code == 401
+    assert send("/other/events/bytes?private=true", raw, "application/octet-stream", ann).status_code == 403
+    assert send("/lobby/events/bad", "{not json").status_code == 400
+    refused = send("/lobby/events/text", "hi", "text/plain")
+    assert refused.status_code == 415 and set(refused.json()) == {"message", "code", "hint", "details"}
+    objects.nothing()
+    arrays.nothing()
+    member.nothing()
+    sent = send("/room-1/events/bytes?private=true", raw, "application/octet-stream", ann)
+    assert sent.status_code == 202
+    assert member.recv() == bytes([4, len("realtime:room-1"), 5, 0, 0]) + b"realtime:room-1" + b"bytes" + raw
+    objects.nothing()  # nor the public topic of that name, nor anything to a 1.0.0 socket
