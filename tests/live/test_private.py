@@ -156,6 +156,13 @@ def test_one_message_sent_as_realtime_js_httpsend_sends_it(start_server):
     assert send("/room-1/events/bytes?private=true", raw, "application/octet-stream").status_code == 401
     assert send("/other/events/bytes?private=true", raw, "application/octet-stream", ann).status_code == 403
     assert send("/lobby/events/bad", "{not json").status_code == 400
+    forged = tokens.access_token({"sub": "1", "session_id": "x"}, "another-secret-" + "y" * 40, 600)[0]
+    assert send("/lobby/events/x", "{}", token=forged).status_code == 401
+    assert (
+        requests.post(url + "/lobby/events/x", json={}, headers={"apikey": "nope"}, timeout=10).status_code
+        == 401
+    )
+    assert send("/" + "t" * 201 + "/events/x", "{}").status_code == 400
     refused = send("/lobby/events/text", "hi", "text/plain")
     assert refused.status_code == 415 and set(refused.json()) == {"message", "code", "hint", "details"}
     objects.nothing()
