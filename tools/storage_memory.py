@@ -38,7 +38,7 @@ def start(workdir, megabytes):
         "PORT": str(port),
         "TABLES_CONFIG": str(workdir / "tables.toml"),
         "STORAGE_ROOT": str(workdir / "storage"),
-        "STORAGE_FILE_SIZE_LIMIT": f"{megabytes + 1}MB",
+        "STORAGE_FILE_SIZE_LIMIT": str((megabytes + 1) * CHUNK),  # in bytes: the body is MiB
     }
     process = spawn([sys.executable, "wsgi.py"], LOGS / "storage-memory.log", cwd=ROOT, env=env)
     return wait_until_up(process, f"http://127.0.0.1:{port}/health", "minibase"), f"http://127.0.0.1:{port}"
