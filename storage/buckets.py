@@ -392,9 +392,12 @@ def create_bucket(body, who):
 @transactions.transactional
 def update_bucket(bucket_id, body, who):
     _require_service(who)
+    changes = settings(body, partial=True)  # the body first, as Supabase's schema checks it
+    if not changes:
+        raise invalid_request("Give at least one of public, file_size_limit and allowed_mime_types")
     find(bucket_id)
     row = db.session.get(StorageBucket, bucket_id, with_for_update=True)
-    for key, value in settings(body, partial=True).items():
+    for key, value in changes.items():
         setattr(row, key, value)
     row.updated_at = clock.now()
     return {"message": "Successfully updated"}

@@ -442,7 +442,7 @@ def _transfer_body(body):
     if not isinstance(body, dict):
         raise invalid_request("The body must be a JSON object")
     source_bucket = body.get("bucketId")
-    if not isinstance(source_bucket, str):
+    if not all(isinstance(body.get(key), str) for key in ("bucketId", "sourceKey", "destinationKey")):
         raise invalid_request("bucketId, sourceKey and destinationKey are required")
     target_bucket = body.get("destinationBucket") or source_bucket
     if not isinstance(target_bucket, str):
@@ -506,8 +506,12 @@ class _Placed:
 
 def remove(bucket_id, names, who):
     """Delete the named objects the caller's delete rule reaches; the deleted ones, as Supabase lists them."""
-    if not isinstance(names, list) or not all(isinstance(n, str) for n in names) or len(names) > MAX_REMOVE:
-        raise invalid_request(f"prefixes must be a list of at most {MAX_REMOVE} object names")
+    if (
+        not isinstance(names, list)
+        or not all(isinstance(n, str) for n in names)
+        or not 0 < len(names) <= MAX_REMOVE
+    ):
+        raise invalid_request(f"prefixes must be a list of 1 to {MAX_REMOVE} object names")
 
     def work():
         bucket = buckets.find(bucket_id)
@@ -553,9 +557,10 @@ def _removed(row):
 
 
 def sign_download(bucket_id, name, who, expires_in, transform=None):
-    """A signed download URL; with `transform` (an images.Transform), one of the resized image."""
-    find(bucket_id, name, who)
+    """A signed download URL; with `transform` (an images.Transform), one of the resized image. The
+    request is checked before the object is looked up, as Supabase's schema checks it."""
     lifetime = signing.lifetime(expires_in)
+    find(bucket_id, name, who)
     if transform is None:
         token = signing.sign(bucket_id, name, signing.DOWNLOAD, lifetime)
         return {"signedURL": f"/object/sign/{bucket_id}/{name}?token={token}"}
@@ -565,8 +570,12 @@ def sign_download(bucket_id, name, who, expires_in, transform=None):
 
 
 def sign_downloads(bucket_id, names, who, expires_in):
-    if not isinstance(names, list) or not all(isinstance(n, str) for n in names) or len(names) > MAX_LIST:
-        raise invalid_request(f"paths must be a list of at most {MAX_LIST} object names")
+    if (
+        not isinstance(names, list)
+        or not all(isinstance(n, str) for n in names)
+        or not 0 < len(names) <= MAX_LIST
+    ):
+        raise invalid_request(f"paths must be a list of 1 to {MAX_LIST} object names")
     lifetime = signing.lifetime(expires_in)
     signed = []
     for name in names:

@@ -187,3 +187,39 @@ def test_a_download_name_opens_nothing_the_caller_may_not_read(api, user_token):
     for download in ("1", "secret.txt", ""):
         got = api.get(f"{OBJECTS}/private/ann/secret.txt", token=bob, query_string={"download": download})
         assert_storage_error(got, 404, "NoSuchKey")
+
+
+# --- the body before the object
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body"),
+    [("post", f"{OBJECTS}/sign/avatars/missing.png", {"expiresIn": 0}),
+     ("post", f"{OBJECTS}/sign/avatars/missing.png", {"expiresIn": -5}),
+     ("post", f"{OBJECTS}/sign/avatars/missing.png", {"expiresIn": "soon"}),
+     ("post", f"{OBJECTS}/sign/avatars/missing.png", {}),
+     ("post", f"{OBJECTS}/sign/nowhere/missing.png", {"expiresIn": 1.5}),
+     ("post", f"{OBJECTS}/sign/avatars/missing.png", {"expiresIn": 60, "transform": {"width": 0}}),
+     ("post", f"{OBJECTS}/sign/nowhere", {"expiresIn": 0, "paths": ["a.png"]}),
+     ("post", f"{OBJECTS}/sign/nowhere", {"expiresIn": 60, "paths": []}),
+     ("post", f"{OBJECTS}/sign/nowhere", {"expiresIn": 60}),
+     ("delete", f"{OBJECTS}/nowhere", {"prefixes": []}),
+     ("delete", f"{OBJECTS}/nowhere", {"prefixes": "a.png"}),
+     ("delete", f"{OBJECTS}/nowhere", {}),
+     ("put", f"{BUCKETS}/nowhere", {"public": "yes"}),
+     ("put", f"{BUCKETS}/nowhere", {"file_size_limit": "lots"}),
+     ("put", f"{BUCKETS}/nowhere", {}),
+     ("post", f"{OBJECTS}/move", {"bucketId": "nowhere", "sourceKey": "a.png"}),
+     ("post", f"{OBJECTS}/copy", {"bucketId": "nowhere", "sourceKey": "a.png", "destinationKey": 5}),
+     ("post", f"{OBJECTS}/list/nowhere", {"limit": 0}),
+     ("post", f"{OBJECTS}/list-v2/nowhere", {"limit": 0})],
+)  # fmt: skip
+def test_a_bad_body_is_a_400_before_the_object_is_looked_up(service, api, user_token, method, path, body):
+    """As Supabase's schema validation answers: a bad expiresIn is a 400 even for an object (or a
+    bucket) that does not exist, for the service key and for a user alike."""
+    for client, token in ((service, None), (api, user_token("ann@example.com"))):
+        answer = getattr(client, method)(path, json=body, token=token)
+        if path.startswith(BUCKETS) and token is not None:
+            assert_storage_error(answer, 403)  # the bucket API is the service key's before anything
+            continue
+        assert_storage_error(answer, 400, "InvalidRequest")
