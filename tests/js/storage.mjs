@@ -29,6 +29,17 @@ const blob = await avatars.update('js/blob.txt', new Blob(['x'], { type: 'text/p
 out.updateMissing = blob.error?.statusCode
 fail('upload blob', (await avatars.upload('js/blob.txt', new Blob(['blob'], { type: 'text/plain' }))).error)
 out.listed = (await avatars.list('js', { limit: 1, sortBy: { column: 'name', order: 'desc' } })).data.map((e) => e.name)
+const page1 = await avatars.listV2({ prefix: 'js/', with_delimiter: true, limit: 1 })
+fail('listV2', page1.error)
+const page2 = await avatars.listV2({ prefix: 'js/', with_delimiter: true, limit: 1, cursor: page1.data.nextCursor })
+out.listV2 = [page1.data, page2.data].map((p) => [p.hasNext, p.objects.map((o) => o.name), p.folders.length])
+const tooLarge = await avatars.upload('js/big.txt', 'x'.repeat(1001), { contentType: 'text/plain' })
+out.tooLarge = [tooLarge.error?.statusCode, tooLarge.error?.message]
+const dot = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC', 'base64')
+fail('upload png', (await avatars.upload('js/dot.png', dot, { contentType: 'image/png', upsert: true })).error)
+const rendition = await avatars.createSignedUrl('js/dot.png', 60, { transform: { width: 2, height: 2, quality: 60 } })
+fail('createSignedUrl transform', rendition.error)
+out.transformations = (await fetch(rendition.data.signedUrl)).headers.get('x-transformations')
 out.info = (await avatars.info('js/hello.txt')).data?.size
 out.exists = (await avatars.exists('js/hello.txt')).data
 out.missing = (await avatars.exists('js/none.txt')).data

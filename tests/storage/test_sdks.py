@@ -85,6 +85,9 @@ def test_supabase_js_storage(node_modules, server, anon_key, service_key):
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["buckets"] == ["avatars", "locked", "private"] and out["created"] == "docs"
     assert out["uploaded"] == "avatars/js/hello.txt" and out["downloaded"] == "hello from js"
+    assert out["listV2"] == [[True, ["js/blob.txt"], 0], [False, ["js/hello.txt"], 0]]
+    assert out["tooLarge"] == ["413", "The object exceeded the maximum allowed size"]
+    assert out["transformations"] == "height:2,width:2,resizing_type:fill,quality:60"
     assert out["listed"] == ["hello.txt"] and out["info"] == 13 and out["exists"] and not out["missing"]
     assert out["public"] == "hello from js" and out["signed"] == "hello from js" and out["batch"] == 2
     assert out["viaToken"] == "via token" and out["moved"] == "via token" and out["removed"] == 3
