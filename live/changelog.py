@@ -24,12 +24,12 @@ from live import capture
 log = logging.getLogger("minibase")
 
 LATE_SECONDS = 120  # how long a missing id is looked for: the longest a writing transaction may stay open
-LOOK_SECONDS = 0.2  # between two looks for the missing ids when they are more than SPANS ranges
+LOOK_SECONDS = 0.2  # between two looks for the missing ids older than the newest SPANS ranges
 # A change stays in the log this long after its write: well past LATE_SECONDS, so that the row of a
 # transaction that commits late is still there when every instance reads it.
 KEEP_SECONDS = 300
 BATCH = 500  # changes read at once
-SPANS = 32  # missing ranges read with every read of the log; past that, looked for as one span
+SPANS = 32  # the newest missing ranges, read with every read of the log
 
 
 @dataclass(frozen=True)
@@ -70,19 +70,18 @@ class Reader:
 
     def read(self):
         """The changes committed since the last read, each once, in id order: those past the highest
-        id read, and those of missing ids that have committed since. A few missing ranges are read
-        with the new changes in one query; past SPANS of them (a Galera cluster's), they are looked
-        for every LOOK_SECONDS."""
+        id read, and those of missing ids that have committed since. The newest SPANS missing
+        ranges are read with the new changes, in one query; older ones (a Galera cluster leaves a
+        range after nearly every change) are looked for every LOOK_SECONDS."""
         now = time.monotonic()
         expired = next((n for n, gap in enumerate(self.missing) if now - gap[2] < LATE_SECONDS), None)
         del self.missing[: len(self.missing) if expired is None else expired]  # the oldest come first
         log_table = _log_table()
-        where, late = log_table.c.id > self.high, []
-        if len(self.missing) <= SPANS:
-            where = sa.or_(where, *(log_table.c.id.between(first, last) for first, last, _ in self.missing))
-        elif now - self.looked >= LOOK_SECONDS:
+        recent = (log_table.c.id.between(first, last) for first, last, _ in self.missing[-SPANS:])
+        where, late = sa.or_(log_table.c.id > self.high, *recent), []
+        if len(self.missing) > SPANS and now - self.looked >= LOOK_SECONDS:
             self.looked = now
-            late = self._late()
+            late = self._late(self.missing[:-SPANS])
         changes = _changes(sa.select(log_table).where(where).order_by(log_table.c.id).limit(BATCH))
         for change in late + changes:  # only once both reads succeeded: a failed one loses nothing
             if change.id > self.high:
@@ -97,15 +96,29 @@ class Reader:
             self.missing.append([self.high + 1, n - 1, now])
         self.high = n
 
-    def _late(self):
-        """The changes of missing ids that have committed since, looked for in one span from the
-        first missing id to the last: the ids first (the span holds changes read already), then the
-        changes whose ids were missing."""
+    def _late(self, older):
+        """The changes of the `older` missing ranges that have committed since, looked for in one
+        span from the first of them to the last, whose every id is either read already or missing:
+        while the span holds as many rows as were read of it, none has come (counted by the database:
+        12,000 ranges cost 5 ms, where reading their ids cost 200); else its ids, then the changes
+        whose ids were missing."""
         log_table = _log_table()
-        span = log_table.c.id.between(self.missing[0][0], self.missing[-1][1])
+        first, last = older[0][0], older[-1][1]
+        span = log_table.c.id.between(first, last)
+        read = last - first + 1 - sum(gap[1] - gap[0] + 1 for gap in older)
         with db.engine.connect() as connection:
+            if (
+                connection.execute(sa.select(sa.func.count()).select_from(log_table).where(span)).scalar()
+                == read
+            ):
+                return []
             found = connection.execute(sa.select(log_table.c.id).where(span)).scalars().all()
-        wanted = [n for n in found if self._gap(n) is not None]
+        wanted, at = [], 0
+        for n in found:  # both in id order
+            while at < len(older) and older[at][1] < n:
+                at += 1
+            if at < len(older) and older[at][0] <= n:
+                wanted.append(n)
         if not wanted:
             return []
         return _changes(sa.select(log_table).where(log_table.c.id.in_(wanted)).order_by(log_table.c.id))
