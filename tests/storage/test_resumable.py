@@ -248,6 +248,10 @@ def test_forged_ids_do_nothing(api, people):
         ("private", "a\\b.txt", 5, "text/plain", "ann", 400),
         ("private", "a.txt", 5, "text/plain, text/html", "ann", 400),
         ("docs", "someone-else/a.txt", 5, "text/plain", "ann", 403),
+        ("..", "a.txt", 5, "text/plain", "ann", 404),
+        ("private/../locked", "a.txt", 5, "text/plain", "ann", 404),
+        ("private", "/etc/passwd", 5, "text/plain", "ann", 400),
+        ("private", "a/" * 300 + "b", 5, "text/plain", "ann", 400),
     ],
 )
 def test_creation_is_held_to_what_an_upload_is(api, people, bucket, name, length, content_type, who, status):
@@ -283,6 +287,12 @@ def test_policies_at_creation_and_the_last_chunk(api, people):
         {"Upload-Metadata": "bucketName cHJpdmF0ZQ==,objectName /w=="},
         {"Upload-Metadata": "bucketName cHJpdmF0ZQ==,objectName YS50eHQ=,metadata W10="},
         {"Upload-Metadata": "bucketName cHJpdmF0ZQ==,objectName YS50eHQ=,cacheControl YQpi"},
+        {
+            "Upload-Metadata": metadata(
+                bucketName="private", objectName="a.txt", metadata='{"a": "' + "x" * 9000 + '"}'
+            )
+        },
+        {"Upload-Metadata": "x" * 20000},
     ],
 )
 def test_bad_creation_headers_are_400s(api, people, headers):
