@@ -261,6 +261,11 @@ class DashboardSession(db.Model):
     expires_at = mapped_column(DateTime, nullable=False)
 
 
+# Storage's times to the millisecond, as Supabase Storage gives them (and sorts and pages by them):
+# SQLite keeps what it is given; MySQL's DATETIME keeps whole seconds unless told otherwise.
+STORAGE_TIME = DateTime().with_variant(mysql.DATETIME(fsp=3), "mysql", "mariadb")
+
+
 class StorageBucket(db.Model):
     """A storage bucket: from tables.toml's [buckets.NAME] (`declared`, made or updated at start) or
     made through the bucket API. Who may do what in it is tables.toml's, not a column's."""
@@ -272,8 +277,8 @@ class StorageBucket(db.Model):
     file_size_limit: Mapped[int | None] = mapped_column(BigInteger)  # bytes; None: STORAGE_FILE_SIZE_LIMIT
     allowed_mime_types: Mapped[list | None] = mapped_column(JSON)  # None: any
     declared: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
-    created_at = mapped_column(DateTime, nullable=False)
-    updated_at = mapped_column(DateTime, nullable=False)
+    created_at = mapped_column(STORAGE_TIME, nullable=False)
+    updated_at = mapped_column(STORAGE_TIME, nullable=False)
 
 
 class StorageObject(db.Model):
@@ -296,8 +301,8 @@ class StorageObject(db.Model):
     cache_control: Mapped[str] = mapped_column(String(255), nullable=False)
     etag: Mapped[str] = mapped_column(String(64), nullable=False)  # md5 of the bytes, hex
     user_metadata: Mapped[dict | None] = mapped_column(JSON)
-    created_at = mapped_column(DateTime, nullable=False)
-    updated_at = mapped_column(DateTime, nullable=False)
+    created_at = mapped_column(STORAGE_TIME, nullable=False)
+    updated_at = mapped_column(STORAGE_TIME, nullable=False)
 
 
 class StorageUpload(db.Model):

@@ -1,11 +1,15 @@
-"""Time for the storage API: naive UTC in the database, ISO 8601 with a Z on the wire."""
+"""Time for the storage API: naive UTC in the database, to the millisecond (as Supabase Storage
+keeps it), ISO 8601 with a Z on the wire."""
 
 import datetime
 
 
 def now():
-    return datetime.datetime.now(datetime.UTC).replace(tzinfo=None, microsecond=0)
+    moment = datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
+    return moment.replace(microsecond=moment.microsecond // 1000 * 1000)
 
 
 def iso(moment):
-    return None if moment is None else moment.strftime("%Y-%m-%dT%H:%M:%S.000Z")
+    if moment is None:
+        return None
+    return f"{moment.strftime('%Y-%m-%dT%H:%M:%S')}.{moment.microsecond // 1000:03d}Z"

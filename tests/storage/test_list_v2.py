@@ -106,6 +106,20 @@ def test_pages_sorted_by_a_time(service, monkeypatch):
     assert folder["created_at"] == folder["updated_at"] == first["created_at"]
 
 
+def test_objects_uploaded_within_a_second_keep_their_order(service):
+    """Times to the millisecond, as Supabase keeps them: storage-js's own paging test uploads eight
+    objects in a row and pages them by created_at."""
+    uploaded = ["zz", "bb", "xx", "ww", "cc", "aa", "yy", "oo"]
+    for name in uploaded:
+        upload(service, f"locked/t/{name}")
+    oldest_first = {"column": "created_at", "order": "asc"}
+    assert walk(service, prefix="t/", limit=2, sortBy=oldest_first) == chunks([f"t/{n}" for n in uploaded], 2)
+    newest = list_v2(service, prefix="t/", limit=1, sortBy={"column": "created_at", "order": "desc"})
+    assert newest["objects"][0]["name"] == "t/oo"
+    info = service.get(f"{OBJECTS}/info/locked/t/oo").json
+    assert info["created_at"] == newest["objects"][0]["created_at"]
+
+
 def test_another_users_objects_never_show(api, user_token):
     ann, bob = user_token("ann@example.com"), user_token("bob@example.com")
     upload(api, "private/ann/secret.txt", ann)
