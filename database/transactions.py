@@ -11,6 +11,9 @@ whole unit of work again when the database refused it only because of another tr
   times the statement itself there. Values stay bound parameters, converted by the same bind and
   result processors SQLAlchemy uses; errors come out as SQLAlchemy's. On MySQL they run on the
   reads engine, each statement in autocommit (database.connections).
+- `execute(statement, values)`: a write compiled once (`prepare`: the table API's INSERT of a
+  row), run on the session's connection inside the unit of work, without SQLAlchemy's
+  per-execution work; errors come out as SQLAlchemy's.
 - `end_session()`: the end of every request's session, a read's included.
 
 A unit is tried again, from its first statement, after a deadlock or a lock wait that timed out
@@ -274,6 +277,36 @@ def prepared(values, *statements):
     raise AssertionError("unreachable")
 
 
+def execute(statement, values):
+    """Run a Prepared write (an INSERT) with `values` on the session's connection, inside the unit of
+    work's transaction, as session.execute would, without its per-execution work; the cursor's
+    lastrowid. Errors are SQLAlchemy's: a lost connection is invalidated (the unit may then be
+    tried again), a statement the database refused raised as its DBAPIError."""
+    connection = db.session.connection()
+    dialect, pooled = connection.dialect, connection.connection
+    parameters = bound_parameters(statement, values)
+    cursor = None
+    try:
+        cursor = pooled.cursor()
+        deadline = pooled.info.get("deadline")
+        if deadline is not None:
+            deadline.start()
+        cursor.execute(statement.sql, parameters)
+        return cursor.lastrowid
+    except dialect.loaded_dbapi.Error as exc:
+        lost = dialect.is_disconnect(exc, pooled.dbapi_connection, cursor)
+        if lost:
+            connection.invalidate(exc)
+        raise DBAPIError.instance(
+            statement.sql, parameters, exc, dialect.loaded_dbapi.Error,
+            hide_parameters=connection.engine.hide_parameters, connection_invalidated=lost, dialect=dialect,
+        ) from exc  # fmt: skip
+    finally:
+        if cursor is not None:
+            with contextlib.suppress(dialect.loaded_dbapi.Error):
+                cursor.close()
+
+
 def end_session():
     """End the request's transaction, a read's included, and return its connection to the pool. A
     DBAPIError here means the connection died: it is invalidated (never handed out again) and the
@@ -343,7 +376,7 @@ def prepare(statement, engine, named=True):
         else:
             value = bind.effective_value
             constants[name] = value if process is None else process(value)
-    columns = list(statement.selected_columns)
+    columns = list(getattr(statement, "selected_columns", ()))  # an INSERT selects none
     positions = tuple(compiled.positiontup) if compiled.positional else None
     row = namedtuple("Row", [column.key for column in columns], rename=True) if named else None
     types = tuple(column.type for column in columns)

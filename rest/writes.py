@@ -5,11 +5,12 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-from extensions import db
+from database import transactions
+from extensions import db, state
 from query import resolve, tree
 from rest import policies
 from rest.reads import also, chunks, fetch, filtered, plain_rows, select_rows
-from rest.reflection import dialect, primary_key
+from rest.reflection import MAX_PLANS, dialect, primary_key
 from values import json_rows, json_value, row_shape
 
 
@@ -48,8 +49,66 @@ def insert(table, rows, upsert=None, want_keys=False):
 
 
 def _insert_row(table, row):
-    result = db.session.execute(sa.insert(table).values(row) if row else sa.insert(table), {})
-    return tuple(result.inserted_primary_key or ()) or None
+    """The row inserted; its primary key, as SQLAlchemy's inserted_primary_key gives it: the values
+    the row gives, the autoincrement column's from the cursor's lastrowid."""
+    plan = _insert_plan(table, tuple(row)) if row else None
+    if plan is None:
+        result = db.session.execute(sa.insert(table).values(row) if row else sa.insert(table), {})
+        return tuple(result.inserted_primary_key or ()) or None
+    rowid = transactions.execute(plan.statement, {f"v{n}": row[name] for n, name in enumerate(plan.names)})
+    if rowid is not None and plan.rowid is not None:
+        rowid = plan.rowid(rowid)
+    given = rowid is None or plan.autoincrement is None
+    key = [row.get(c.key) if given or c is not plan.autoincrement else rowid for c in primary_key(table)]
+    return tuple(key) or None
+
+
+@dataclass(frozen=True)
+class InsertPlan:
+    statement: transactions.Prepared
+    names: tuple  # the columns the row sets, in the order of the statement's parameters v0, v1, ...
+    autoincrement: sa.Column | None  # the column lastrowid fills, when the row leaves it out
+    rowid: object  # lastrowid's result processor, or None
+
+
+NOT_PLANNED = object()
+
+
+def _insert_plan(table, names):
+    """The INSERT of a row that sets the columns `names`, compiled once and kept with the read plans
+    (a table reflected again gets new ones), or None when SQLAlchemy must run it: a column it would
+    fill from a default of its own, or a primary key it would read back with RETURNING."""
+    cache = state().schema
+    key = ("insert", table, names)
+    found = cache.plans.get(key, NOT_PLANNED)
+    if found is NOT_PLANNED:
+        found = _plan_insert(table, names)
+        with cache.lock:
+            cache.plans[key] = found
+            while len(cache.plans) > MAX_PLANS:
+                cache.plans.popitem(last=False)
+    return found
+
+
+def _plan_insert(table, names):
+    autoincrement = table.autoincrement_column
+    left_out = [column for column in table.c if column.key not in names]
+    if any(column.default is not None for column in left_out) or any(
+        column.key not in names and column is not autoincrement for column in primary_key(table)
+    ):
+        return None
+    columns = [table.c[name] for name in names]
+    bound = {column: sa.bindparam(f"v{n}", type_=column.type) for n, column in enumerate(columns)}
+    statement = transactions.prepare(sa.insert(table).values(bound), db.engine, named=False)
+    if statement is None:
+        return None
+    dialect = db.engine.dialect
+    rowid = (
+        None
+        if autoincrement is None
+        else autoincrement.type.dialect_impl(dialect).result_processor(dialect, None)
+    )
+    return InsertPlan(statement, names, autoincrement, rowid)
 
 
 def lock_for_writing(table):

@@ -1,0 +1,109 @@
+"""Profile the single-row insert in-process: POST /rest/v1/items with one object, as supabase-js
+sends it (no Prefer: 201, no body), through the WSGI app (no server, no socket). Prints the
+statements one insert sends to the database, the mean per request, and cProfile's top entries.
+
+    .venv/bin/python tools/profile_writes.py [requests] [--no-profile]
+
+PROFILE_DATABASE_URL (a mysql+pymysql:// URL, say) profiles on that database instead of a new
+SQLite file; its bench tables are created and seeded again.
+"""
+
+import cProfile
+import io
+import json
+import pstats
+import sys
+import time
+from pathlib import Path
+
+import sqlalchemy as sa
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from database import transactions  # noqa: E402
+from extensions import db  # noqa: E402
+from tools import servers  # noqa: E402
+from tools.profile_reads import bench_app, environ  # noqa: E402
+
+COUNT = int(next((a for a in sys.argv[1:] if a.isdigit()), "2000"))
+PROFILE = "--no-profile" not in sys.argv
+BODY = json.dumps({"name": "new item", "location": "Oslo", "price": 1.5, "owner_id": 7}).encode()
+TABLES_TOML = servers.TABLES_TOML.replace(
+    '[tables.items]\nselect = "anon"', '[tables.items]\nselect = "anon"\ninsert = "anon"'
+)
+
+
+def run(app, base, count):
+    statuses = set()
+
+    def start_response(status, headers, exc_info=None):
+        statuses.add(status)
+
+    for _ in range(count):
+        env = dict(base)
+        env["wsgi.input"] = io.BytesIO(BODY)
+        body = app(env, start_response)
+        b"".join(body)
+        getattr(body, "close", lambda: None)()
+    return statuses
+
+
+def main():
+    servers.TABLES_TOML = TABLES_TOML
+    app, key = bench_app(1000)
+    base = environ("/rest/v1/items", {"apikey": key, "Content-Type": "application/json"})
+    base.update(REQUEST_METHOD="POST", CONTENT_LENGTH=str(len(BODY)))
+    run(app, base, 200)  # warm up: the table reflected, the plans made
+    seen = []
+    with app.app_context():
+        engine = db.engine
+    sa.event.listen(engine, "before_cursor_execute", lambda *a: seen.append(" ".join(a[2].split())))
+    sa.event.listen(engine, "begin", lambda *a: seen.append("BEGIN (implicit)"))
+    sa.event.listen(engine, "commit", lambda *a: seen.append("COMMIT"))
+    sa.event.listen(engine, "rollback", lambda *a: seen.append("ROLLBACK"))
+    execute = transactions.execute
+
+    def execute_and_record(statement, values):  # a prepared write passes no SQLAlchemy event
+        seen.append(" ".join(statement.sql.split()))
+        return execute(statement, values)
+
+    transactions.execute = execute_and_record
+    try:
+        print(f"one insert ({run(app, base, 1)}), {engine.dialect.name}:")
+    finally:
+        transactions.execute = execute
+    for statement in seen:
+        print(f"  {statement}")
+    started, cpu = time.perf_counter(), time.process_time()
+    statuses = run(app, base, COUNT)
+    took = (time.perf_counter() - started) / COUNT * 1000
+    cpu = (time.process_time() - cpu) / COUNT * 1000
+    print(f"insert: {took:.3f} ms a request, {cpu:.3f} ms of it this process's CPU, no profiler ({statuses})")
+    if not PROFILE:
+        return
+    profiler = cProfile.Profile(time.process_time)  # CPU time: waits on the database do not count
+    profiler.enable()
+    run(app, base, COUNT)
+    profiler.disable()
+    for order in ("cumulative", "tottime"):
+        out = io.StringIO()
+        pstats.Stats(profiler, stream=out).strip_dirs().sort_stats(order).print_stats(30)
+        text = out.getvalue()
+        print(f"\n===== insert: {COUNT} requests, by {order}")
+        print(text[text.index("   ncalls") :].rstrip())
+    for name in sys.argv[1:]:
+        if not name.isdigit() and not name.startswith("--"):
+            out = io.StringIO()
+            pstats.Stats(profiler, stream=out).strip_dirs().sort_stats("cumulative").print_callees(
+                name.lstrip("^")
+            )
+            if name.startswith("^"):
+                pstats.Stats(profiler, stream=out).strip_dirs().sort_stats("cumulative").print_callers(
+                    name[1:]
+                )
+            print(out.getvalue())
+
+
+if __name__ == "__main__":
+    main()
