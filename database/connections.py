@@ -127,6 +127,24 @@ class BoundedConnection(pymysql.connections.Connection):
     _read_timeout = _CutToTheRequest()
     _write_timeout = _CutToTheRequest()
 
+    # No command since a COMMIT or ROLLBACK that succeeded, so no transaction is open: the pool's
+    # ROLLBACK when a connection goes back after a write committed is then skipped, a round trip
+    # of every write request.
+    ended = False
+
+    def _execute_command(self, command, sql):  # every command PyMySQL sends goes through here
+        self.ended = False
+        return super()._execute_command(command, sql)
+
+    def commit(self):
+        super().commit()
+        self.ended = True
+
+    def rollback(self):
+        if not self.ended:
+            super().rollback()
+            self.ended = True
+
 
 def _bounded_by_the_request(engine):
     if engine.dialect.driver == "pymysql":
