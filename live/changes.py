@@ -6,11 +6,14 @@ order they commit, to the subscribers whose filter matches and who may select th
 import asyncio
 import itertools
 import logging
+import os
 import re
+import sqlite3
 import time
 from dataclasses import dataclass
 
 from errors import APIError
+from extensions import db
 from live import capture, changelog, delivery
 from rest import policies, reflection
 
@@ -22,6 +25,9 @@ OPERATORS = ("eq", "neq", "lt", "lte", "gt", "gte", "in")
 FILTER = re.compile(r"([^=]+)=(eq|neq|lt|lte|gt|gte|in)\.(.*)", re.S)
 POLL_SECONDS = 0.02  # between two reads of the log while someone subscribes
 IDLE_SECONDS = 0.5  # between two reads while no one does
+LOOK_SECONDS = 0.005  # SQLite: between two looks at whether anything was committed (Watch)
+WATCHED_SECONDS = 0.2  # SQLite: between two reads of the log when nothing seems committed
+RENEWAL_SECONDS = 1.0  # the longest changes just read wait for a channel's new token to be verified
 TRIM_SECONDS = 10  # between two trims
 
 
@@ -190,6 +196,8 @@ class Feed:
         self.task = None
         self.trimmed = 0.0
         self.wake = asyncio.Event()  # a first subscriber ends the idle wait at once
+        self.watch = None  # SQLite: Watch, which tells at once that something was committed
+        self.renewing = set()  # channels whose new access token is being verified (sessions.Socket)
 
     async def start(self):
         """Install the triggers and start reading; with the database down or refusing, Realtime
@@ -199,6 +207,7 @@ class Feed:
             if not self.captured:
                 return  # no table opts in: nothing to read
             await self.server.call(self.reader.start)
+            self.watch = await self.server.call(Watch.of_database)
         except Exception:
             log.exception("realtime: the change log cannot be read: no Postgres changes are served")
             self.captured = {}
@@ -212,6 +221,8 @@ class Feed:
                 await self.task
             except asyncio.CancelledError:
                 pass
+        if self.watch is not None:
+            self.watch.connection.close()
 
     def add(self, channel):
         if channel.subscriptions:
@@ -223,16 +234,28 @@ class Feed:
 
     async def run(self):
         while True:
+            self.wake.clear()
             try:
                 await self.step()
             except Exception:
                 log.exception("realtime: reading the change log failed; trying again")
                 await asyncio.sleep(1)
-            self.wake.clear()
+            if self.channels and self.watch is not None:
+                await self.watched()
+                continue
             try:
                 await asyncio.wait_for(self.wake.wait(), POLL_SECONDS if self.channels else IDLE_SECONDS)
             except TimeoutError:
                 pass
+
+    async def watched(self):
+        """Wait until SQLite says something was committed (looked at every LOOK_SECONDS, on the loop:
+        a look costs microseconds, a read of the log a hop to a thread), or WATCHED_SECONDS pass."""
+        deadline = time.monotonic() + WATCHED_SECONDS
+        while not self.wake.is_set() and time.monotonic() < deadline:
+            if self.watch.changed():
+                return
+            await asyncio.sleep(LOOK_SECONDS)
 
     async def step(self):
         if time.monotonic() - self.trimmed > TRIM_SECONDS:
@@ -240,8 +263,12 @@ class Feed:
             await self.server.call(changelog.trim)
         listening = [channel for channel in self.channels if channel.authorized]
         changes, frames, dead = await self.server.call(self.judged, _listeners(listening))
-        # A channel that joined while the log was read is judged too: the read may hold a change
-        # committed after its join was answered.
+        # A channel that joined, or whose new token was being verified, while the log was read is
+        # judged too: the read may hold a change committed after its join was answered, or after its
+        # token was sent.
+        deadline = time.monotonic() + RENEWAL_SECONDS
+        while changes and self.renewing and time.monotonic() < deadline:
+            await asyncio.sleep(LOOK_SECONDS)
         joined = [channel for channel in self.channels - set(listening) if channel.authorized]
         if changes and joined:
             more, more_dead = await self.server.call(delivery.judge, changes, _listeners(joined))
@@ -261,6 +288,33 @@ class Feed:
         if not changes or not listeners:
             return changes, [], []
         return changes, *delivery.judge(changes, listeners)
+
+
+class Watch:
+    """Whether any connection, of any process, committed to a SQLite database since the last look:
+    PRAGMA data_version on a connection of its own, which SQLite changes on every commit of another
+    connection. It takes no lock for long (timeout 0: a database busy in rollback-journal mode is
+    taken for changed, and the log read)."""
+
+    def __init__(self, path):
+        self.connection = sqlite3.connect(path, timeout=0, isolation_level=None, check_same_thread=False)
+        self.version = None
+
+    @classmethod
+    def of_database(cls):
+        """A Watch of the app's database when it is a SQLite file, else None. In the app's context."""
+        url = db.engine.url
+        if url.get_backend_name() != "sqlite" or not url.database or not os.path.isfile(url.database):
+            return None
+        return cls(url.database)
+
+    def changed(self):
+        try:
+            version = self.connection.execute("PRAGMA data_version").fetchone()[0]
+        except sqlite3.Error:
+            return True
+        changed, self.version = version != self.version, version
+        return changed
 
 
 def _listeners(channels):

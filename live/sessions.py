@@ -330,6 +330,16 @@ class Socket:
         self.connection.send(protocol.reply(message, "ok"))
 
     async def access_token(self, channel, message):
+        """A new token for the channel. While it is verified the change feed holds what it has just
+        read (Feed.renewing): a change the app commits right after sending the token is judged with
+        it, as the app expects, though the token's event has no reply to wait for."""
+        self.server.changes.renewing.add(channel)
+        try:
+            await self.renew(channel, message)
+        finally:
+            self.server.changes.renewing.discard(channel)
+
+    async def renew(self, channel, message):
         token = message.payload.get("access_token")
         if not isinstance(token, str) or token == channel.token or token.startswith("sb_"):
             return
