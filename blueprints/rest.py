@@ -73,10 +73,10 @@ def call_function(name):
         response = page_response(read, result)
     elif result is rpc.NO_RESULT:
         response = Response(status=204)
-        if function.returns == "void":  # PostgREST counts a void function's one (empty) result
-            response.headers["Content-Range"] = "0-0/1" if prefer.count else "0-0/*"
     else:
         response = Response(json.dumps(result, separators=COMPACT), mimetype=JSON)
+    if function.returns in ("one", "scalar", "void"):  # PostgREST counts their one result
+        response.headers["Content-Range"] = "0-0/1" if prefer.count else "0-0/*"
     applied = [
         *prefer.shown,
         *([f"max-affected={prefer.max_affected}"] if prefer.max_affected is not None else []),

@@ -8,7 +8,6 @@ Pure: no Flask, no I/O, no database connection.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from collections.abc import Iterable
 
 import sqlalchemy as sa
@@ -33,9 +32,34 @@ def unknown_column(table: sa.FromClause, name: str) -> FilterError:
     hint when a column's name is near."""
     # An embed's alias: its table's name; a function's rows (a subquery): their own name.
     table_name = getattr(getattr(table, "element", None), "name", None) or table.name
-    matches = difflib.get_close_matches(name, list(table.c.keys()), n=1) if len(name) <= 100 else []
-    hint = f'Perhaps you meant to reference the column "{table_name}.{matches[0]}".' if matches else None
+    near = nearest_column(name, list(table.c.keys())) if len(name) <= 100 else None
+    hint = f'Perhaps you meant to reference the column "{table_name}.{near}".' if near else None
     return FilterError(f"column {table_name}.{name[:100]} does not exist", hint=hint, kind="column")
+
+
+MAX_FUZZY_DISTANCE = 3  # PostgreSQL's, for its "Perhaps you meant to reference the column" hint
+
+
+def nearest_column(name: str, columns: list[str]) -> str | None:
+    """The column PostgreSQL's hint names for a `name` it lacks: the first at the least Levenshtein
+    distance, if that is at most 3 and at most half of `name`'s length."""
+    best, found = min(MAX_FUZZY_DISTANCE, len(name) // 2) + 1, None
+    for column in columns:
+        far = distance(column, name)
+        if far < best:
+            best, found = far, column
+    return found
+
+
+def distance(a: str, b: str) -> int:
+    """The Levenshtein distance of `a` and `b` (each edit costs 1)."""
+    previous = list(range(len(b) + 1))
+    for i, char in enumerate(a, 1):
+        current = [i]
+        for j, other in enumerate(b, 1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (char != other)))
+        previous = current
+    return previous[-1]
 
 
 def resolve_field(table: sa.Table, text: str, where: str) -> ColumnElement:
@@ -145,11 +169,6 @@ def resolve_select(
                     hint="aggregates apply to a table's own read, without embedded resources",
                 )
             found.append(dataclasses.replace(item, sql=_computed(item, table)))
-    seen = set()
-    for item in found:
-        if item.alias in seen:
-            raise FilterError(f"duplicate name {quoted(item.alias)} in select")
-        seen.add(item.alias)
     return found
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable
 
 from query.dialects import CASTS
 from query.fields import read_name, read_path
@@ -52,7 +51,6 @@ def parse_select_tree(text: str | None) -> tuple[SelectItem | EmbedItem, ...]:
     if count > MAX_SELECT_ITEMS:
         raise FilterError(f"too many items in select (at most {MAX_SELECT_ITEMS})")
     items = _select_items(text, depth=0)
-    _check_names(items)
     return items
 
 
@@ -175,20 +173,3 @@ def _embed_item(part: str, depth: int) -> EmbedItem:
             raise FilterError(f"invalid {kind} {quoted(value)} in select: {quoted(part)}")
     items = _select_items(body, depth) if body.strip() else ()
     return EmbedItem(name, alias, items, hint, inner, spread)
-
-
-def _check_names(items: Iterable[SelectItem | EmbedItem]) -> None:
-    """Each object's keys once: two items of one level may not share an alias. (Two embeds may:
-    the planner refuses them as PostgreSQL refuses PostgREST's query, with a 42712.)"""
-    seen = set()
-    embeds = set()
-    for item in items:
-        if isinstance(item, EmbedItem):
-            _check_names(item.items)
-            if item.spread or item.alias in embeds:
-                embeds.add(item.alias)
-                continue
-            embeds.add(item.alias)
-        if item.alias in seen and item is not STAR:
-            raise FilterError(f"duplicate name {quoted(item.alias)} in select")
-        seen.add(item.alias)

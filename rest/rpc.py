@@ -21,7 +21,7 @@ from errors import APIError, Rest
 from extensions import db
 from query import resolve, tree
 from rest import policies, reads, reflection, rows
-from values import BadValue, json_value
+from values import BadValue, json_rows, json_value, row_shape
 
 log = logging.getLogger("minibase")
 
@@ -96,15 +96,7 @@ def similarity(a, b):
     """1 - the Levenshtein distance of `a` and `b` over the longer's length, case-insensitively: the
     score of PostgREST's fuzzy hints."""
     a, b = a.lower()[:200], b.lower()[:200]
-    if not a and not b:
-        return 1.0
-    previous = list(range(len(b) + 1))
-    for i, char in enumerate(a, 1):
-        current = [i]
-        for j, other in enumerate(b, 1):
-            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (char != other)))
-        previous = current
-    return 1 - previous[-1] / max(len(a), len(b))
+    return 1 - resolve.distance(a, b) / max(len(a), len(b)) if a or b else 1.0
 
 
 def call(function, values, read, who, rollback=False, max_affected=None):
@@ -202,16 +194,32 @@ def _shaped(function, values, read, max_affected=None):
     if max_affected is not None and (returned := reads.count(source, None)) > max_affected:
         raise rows.too_many(returned)
     try:
-        items = resolve.parse_select(read.query.select, source)
+        items = resolve.parse_select(read.query.select, source, aggregates=True)
         where = reads.condition(read.query.filters, source)
         order = reflection.ordering(read.query.order, source)
-        found = []
-        if read.limit != 0:
-            found = reads.select_rows(source, items, where, order, read.offset, read.limit)
-        total = reads.count(source, where) if read.count else None
+        if read.query.aggregates():
+            found, total = _grouped(source, items, where, order, read)
+        else:
+            found = []
+            if read.limit != 0:
+                found = reads.select_rows(source, items, where, order, read.offset, read.limit)
+            total = reads.count(source, where) if read.count else None
     except tree.FilterError as exc:
         raise rows.client_error(exc) from None
     return rows.Page(rows.single(read.media, found), [item.alias for item in items], total)
+
+
+def _grouped(source, items, where, order, read):
+    """A function's rows aggregated as a table's are (PostgREST's `select=name.count(),status`):
+    grouped by the items that are not aggregates, in the order asked or else the groups'; the
+    groups counted."""
+    columns = [resolve.output(item, source).label(f"c{i}") for i, item in enumerate(items)]
+    groups = [sa.literal_column(f"c{i}") for i, item in enumerate(items) if not item.aggregate]
+    statement = reads.filtered(sa.select(*columns).select_from(source), where).group_by(*groups)
+    total = reads.execute(sa.select(sa.func.count()).select_from(statement.subquery("groups"))).scalar()
+    statement = statement.order_by(*(order or groups)).offset(read.offset).limit(read.limit)
+    found = reads.execute(statement).all() if read.limit != 0 else []
+    return json_rows(row_shape(source, items), found), total if read.count else None
 
 
 def _paged(function, statement, read, max_affected=None):

@@ -686,10 +686,6 @@ def test_parse_select(text, expected):
         ("users(name)x", "unexpected text after the closing parenthesis"),
         ("users!a!b(name)", 'invalid hint "b"'),
         ("a(b(c(d(e(id)))))", "nested too deeply (at most 4 levels)"),
-        ("id,id", 'duplicate name "id" in select'),
-        ("id:name,id", 'duplicate name "id" in select'),
-        ("*,name", 'duplicate name "name" in select'),
-        ("*,*", "duplicate name"),
         (":name", 'invalid alias "" in select item ":name"'),
         ("my label:name", 'invalid alias "my label"'),
         ("a:b:name", 'invalid alias "a:b"'),
@@ -833,3 +829,17 @@ def test_any_order_is_clauses_or_a_filter_error(memory_engine, text):
         return
     with memory_engine.connect() as connection:
         connection.execute(sa.select(items.c.id).order_by(*clauses)).all()
+
+
+@pytest.mark.parametrize(
+    ("name", "columns", "nearest"),
+    [("nme", ["id", "name"], "name"),
+     ("users", ["id", "username", "message"], None),  # 3 edits, more than half of "users"
+     ("usernme", ["id", "username"], "username"),
+     ("colour", ["color", "colours"], "color"),  # the first of the nearest
+     ("abcdefgh", ["abcdwxyz"], None)],  # 4 edits: more than PostgreSQL's 3
+)  # fmt: skip
+def test_the_nearest_column_as_postgresqls_hint_names_it(name, columns, nearest):
+    from query.resolve import nearest_column
+
+    assert nearest_column(name, columns) == nearest

@@ -48,7 +48,7 @@ class Planner:
             if isinstance(item, EmbedItem):
                 outputs.append(self._child(name, table, item, (*path, item.alias), chain))
             else:
-                outputs += resolve.resolve_select([item], table, aggregates=bool(path) or hoisting)
+                outputs += _resolved(item, name, table, path, hoisting)
         joins, hoisted = [], []
         if hoisting:
             outputs = spreads.hoisted(table, outputs, joins, hoisted)
@@ -100,6 +100,20 @@ class Planner:
             child.junction = junction.alias(f"j{self.count}") if relationship.junction in chain else junction
             child.junction_where = junction_grant.condition(child.junction, named=self.named)
         return child
+
+
+def _resolved(item, name, table, path, hoisting):
+    """A select item of the level `path` on table `name`. An embedded table is PostgREST's
+    `name_depth` in its query, and so in PostgreSQL's 42703 (`column messages_1.sum does not exist`)."""
+    try:
+        return resolve.resolve_select([item], table, aggregates=bool(path) or hoisting)
+    except FilterError as exc:
+        if not path or exc.kind != "column":
+            raise
+        named = f"{name}_{len(path)}."
+        message = str(exc).replace(f" {name}.", f" {named}", 1)
+        hint = exc.hint and exc.hint.replace(f'"{name}.', f'"{named}', 1)
+        raise FilterError(message, hint=hint, kind="column") from None
 
 
 def _check_embed_names(name, items, depth):

@@ -804,3 +804,20 @@ def test_a_spread_aggregated_over_keeps_its_tables_rules(blog):
     assert blog.get(query, token=blog.tokens["ann"]) == [{"notes": 1, "n": 3}]
     assert blog.get(query, token=blog.tokens["cid"]) == [{"notes": 0, "n": 3}]
     assert_rest_error(blog.service.get("/rest/v1/posts?select=...audit(count())"), 400)  # to-many
+
+
+def test_a_column_twice_and_a_missing_one_in_an_embed_as_postgrest_answers(blog):
+    """`select=id,id` is PostgREST's object with the key once (its JSON repeats it; a client keeps
+    the last); an unknown column of an embedded table is named as PostgREST's query aliases it."""
+    assert blog.get("posts?select=id,id,t:title,t:id&id=eq.1") == [{"id": 1, "t": 1}]
+    assert blog.get("posts?select=id,users(username,username)&id=eq.3") == [
+        {"id": 3, "users": {"username": "bob"}}
+    ]
+    response = blog.anon.get("/rest/v1/users?select=username,posts(sum)", headers=SDK)
+    assert response.json == {
+        "code": "42703", "message": "column posts_1.sum does not exist", "details": None, "hint": None
+    }  # fmt: skip
+    near = blog.anon.get("/rest/v1/users?select=posts(titel)", headers=SDK).json
+    assert near["hint"] == 'Perhaps you meant to reference the column "posts_1.title".'
+    far = blog.anon.get("/rest/v1/posts?select=users", headers=SDK).json  # PostgreSQL's: too far
+    assert far["message"] == "column posts.users does not exist" and far["hint"] is None

@@ -111,7 +111,6 @@ def test_select_is_checked_on_every_write(rest, method):
         ("select=id,,name", "select"),
         ("select=id,children(*", "select"),
         ("select=id::bogus", "select"),
-        ("select=a:id,a:name", "a"),
         ("or=" + "(" * 40 + "id.eq.1" + ")" * 40, "or"),
     ],
 )

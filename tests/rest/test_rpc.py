@@ -282,7 +282,7 @@ def test_a_filter_on_the_rows_is_no_argument(rest):
     assert filtered.json == [{"id": 1}, {"id": 2}]
 
 
-def test_a_rows_result_takes_casts_and_new_operators_but_no_aggregates(make_rest, tables_toml, tmp_path):
+def test_a_rows_result_takes_casts_new_operators_and_aggregates(make_rest, tables_toml, tmp_path):
     config = tmp_path / "with-functions.toml"
     config.write_text(tables_toml + FUNCTIONS)
     rest = make_rest(TABLES_CONFIG=str(config), DB_AGGREGATES_ENABLED=True)
@@ -291,5 +291,14 @@ def test_a_rows_result_takes_casts_and_new_operators_but_no_aggregates(make_rest
     assert response.json == [{"id": "1", "name": "Apple"}, {"id": "5", "name": "Date"}]
     unordered = rest.anon.get("/rest/v1/rpc/cheaper_than?max_price=3&select=n:name,price::int")
     assert unordered.json == [{"n": "Apple", "price": 2}, {"n": "Date", "price": 2}]
-    body = assert_rest_error(rest.anon.get("/rest/v1/rpc/cheaper_than?max_price=100&select=price.sum()"), 400)
-    assert "aggregate sum() is not supported here" in body["message"]
+    summed = rest.anon.get("/rest/v1/rpc/cheaper_than?max_price=100&select=price.sum()")
+    assert summed.json == [{"sum": 13.75}]  # PostgREST aggregates a function's rows as a table's
+    grouped = rest.anon.get(
+        "/rest/v1/rpc/cheaper_than?max_price=100&select=price,n:count()&price=lt.3&order=price.desc",
+        headers={"Prefer": "count=exact"},
+    )
+    assert grouped.json == [{"price": 2.0, "n": 1}, {"price": 1.5, "n": 1}]
+    assert grouped.headers["Content-Range"] == "0-1/2"
+    scalar = rest.anon.post("/rest/v1/rpc/item_count", headers={"Prefer": "count=exact"})
+    assert scalar.json == 5 and scalar.headers["Content-Range"] == "0-0/1"  # PostgREST's one result
+    assert rest.anon.post("/rest/v1/rpc/item_count").headers["Content-Range"] == "0-0/*"
