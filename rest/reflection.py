@@ -1,8 +1,8 @@
-"""The database's tables as the table API sees them, the prepared plans of plain reads on them, and
-what the database meant when it refused a statement. Each table is reflected once per app, again
-when a request names what the cache lacks (at most once per REFRESH_INTERVAL), and after MAX_AGE,
-so select=* sees new columns; a table reflected again gets new plans. Which tables are exposed,
-and who may do what, is tables.toml's (rest/policies.py)."""
+"""The database's tables as the table API sees them, and the prepared plans of plain reads on them
+(what the database meant when it refused a statement is rest/refusals.py's). Each table is
+reflected once per app, again when a request names what the cache lacks (at most once per
+REFRESH_INTERVAL), and after MAX_AGE, so select=* sees new columns; a table reflected again gets
+new plans. Which tables are exposed, and who may do what, is tables.toml's (rest/policies.py)."""
 
 import logging
 import math
@@ -15,7 +15,6 @@ from sqlalchemy.exc import NoSuchTableError
 
 from config import ConfigError
 from database import transactions
-from database.transactions import error_code
 from errors import APIError, Rest
 from extensions import db, state
 from query import resolve, sql, tree
@@ -398,127 +397,3 @@ def run_plan(plan, values, rows=True, count=False):
     results = iter(transactions.prepared(values, *asked))
     found = next(results) if rows else None
     return found, next(results)[0][0] if count else None
-
-
-# --- what the database said when it refused a statement
-
-
-def schema_changed(exc):
-    """Whether a statement failed because a table or column it names is gone."""
-    if dialect() == "sqlite":
-        text = str(exc.orig)
-        return text.startswith(("no such column", "no such table")) or "has no column named" in text
-    return error_code(exc) in (1054, 1146)
-
-
-MYSQL_COLUMN = re.compile(r"(?:[Cc]olumn|[Ff]ield) [`']?(?:[^`'.]+[`']?\.[`']?)*([^`'.]+)[`']?")
-SQLITE_COLUMN = re.compile(r"constraint failed: [^.,\s]+\.([^,\s]+)")
-SQLITE_KINDS = {
-    "UNIQUE constraint failed": "unique",
-    "PRIMARY KEY must be unique": "unique",
-    "FOREIGN KEY constraint failed": "foreign_key",
-    "NOT NULL constraint failed": "not_null",
-    "CHECK constraint failed": "check",
-    "datatype mismatch": "invalid",
-}
-MYSQL_KINDS = {
-    1062: "unique",
-    1451: "referenced",
-    1217: "referenced",
-    1452: "foreign_key",
-    1216: "foreign_key",
-    1048: "not_null",
-    1364: "not_null",
-    3819: "check",
-    4025: "check",
-    1406: "too_long",
-    1264: "out_of_range",
-    1366: "invalid",
-    1292: "invalid",
-    1265: "invalid",
-}
-
-
-@dataclass(frozen=True)
-class Refusal:
-    """A constraint or value the database refused: `kind` is unique, foreign_key, referenced,
-    constraint, not_null, check, too_long, out_of_range or invalid; `column` when it is known."""
-
-    kind: str
-    column: str | None = None
-    key: tuple = ()  # a unique violation's columns, when the database says which
-    constraint: str | None = None  # and the constraint's name, as PostgreSQL would call it
-
-
-SQLITE_KEY = re.compile(r"UNIQUE constraint failed: (.+)")
-MYSQL_KEY = re.compile(r"for key '(?:[^'.]+\.)?([^'.]+)'")
-
-
-def _unique_key(exc, table):
-    """A unique violation's columns and constraint name (`items_pkey`, `items_code_key`, as
-    PostgreSQL names them); ((), None) when the error does not say."""
-    primary = tuple(c.key for c in primary_key(table))
-    text = str(exc.orig) if dialect() == "sqlite" else str(getattr(exc.orig, "args", ("", ""))[-1])
-    if dialect() == "sqlite":
-        found = SQLITE_KEY.search(text)
-        columns = (
-            tuple(part.strip().rpartition(".")[2] for part in found.group(1).split(",")) if found else ()
-        )
-        index = None
-    else:
-        found = MYSQL_KEY.search(text)
-        index = found.group(1) if found else None
-        columns = primary if index == "PRIMARY" else _index_columns(table, index)
-    if not columns or not all(c in table.c for c in columns):
-        return (), None
-    if columns == primary:
-        return columns, f"{table.name}_pkey"
-    if index and index != columns[0]:  # MySQL names an index after its first column unless told
-        return columns, index
-    return columns, f"{table.name}_{'_'.join(columns)}_key"
-
-
-def _index_columns(table, name):
-    for index in [*table.indexes, *table.constraints]:
-        if getattr(index, "name", None) == name and isinstance(index, sa.Index | sa.UniqueConstraint):
-            return tuple(c.key for c in index.columns)
-    try:
-        found = sa.inspect(db.engine).get_indexes(table.name)
-    except sa.exc.SQLAlchemyError:
-        return ()
-    return next((tuple(i["column_names"]) for i in found if i["name"] == name), ())
-
-
-def refusal(exc, table, written=()):
-    """What the client did wrong, read from a database error; None when it is not the client's.
-    `written` names the columns the request sets, which tells SQLite's foreign key errors apart."""
-    if dialect() == "sqlite":
-        text = str(exc.orig)
-        found = SQLITE_COLUMN.search(text)
-        kind = next((v for k, v in SQLITE_KINDS.items() if text.startswith(k)), None)
-        if kind == "foreign_key":
-            kind = _sqlite_foreign_key(exc, table, written)
-    else:
-        found = MYSQL_COLUMN.search(str(getattr(exc.orig, "args", ("", ""))[-1]))
-        kind = MYSQL_KINDS.get(error_code(exc))
-    if kind is None:
-        if isinstance(exc, sa.exc.IntegrityError):
-            kind = "constraint"
-        elif isinstance(exc, sa.exc.DataError):
-            kind = "invalid"
-        else:
-            return None
-    key, constraint = _unique_key(exc, table) if kind == "unique" else ((), None)
-    return Refusal(kind, found.group(1) if found and found.group(1) in table.c else None, key, constraint)
-
-
-def _sqlite_foreign_key(exc, table, written):
-    """SQLite says "FOREIGN KEY constraint failed" both for a row that points nowhere and for a row
-    others still point to. A DELETE can only be the second; an INSERT only the first; an UPDATE is
-    the first when it sets one of the table's own foreign key columns, else the second."""
-    verb = (exc.statement or "").lstrip()[:6].upper()
-    if verb == "DELETE":
-        return "referenced"
-    if verb == "UPDATE" and not {key.parent.key for key in table.foreign_keys} & set(written):
-        return "referenced"
-    return "foreign_key"

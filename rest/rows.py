@@ -4,18 +4,16 @@ runs the work in one transaction (database.transactions) on the reflected table,
 client did wrong into PostgREST's codes. Requests come in parsed; rows go out as JSON-ready dicts."""
 
 import functools
-import json
 import logging
 from dataclasses import dataclass, field
 
-import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError
 
 from database import transactions
 from errors import APIError, Rest
-from extensions import db
 from query import params, resolve, tree
-from rest import embeds, policies, reads, reflection, writes
+from rest import embeds, policies, reads, reflection, refusals, writes
+from rest.refusals import client_error, database_error
 from values import BadValue, body_value, json_rows
 
 log = logging.getLogger("minibase")
@@ -267,7 +265,7 @@ def _insert_values(table, write, access):
     for row in rows:
         for column in reflection.primary_key(table):
             if column.key not in row and not reflection.generated(table, column):
-                raise database_error(reflection.Refusal("not_null", column.key), table)
+                raise database_error(refusals.Refusal("not_null", column.key), table)
     return rows
 
 
@@ -392,11 +390,11 @@ def _run(name, operation, who, request, work):
         except (tree.FilterError, BadValue) as exc:
             raise client_error(exc) from None
         except DBAPIError as exc:
-            if not force and reflection.schema_changed(exc):
+            if not force and refusals.schema_changed(exc):
                 log.info("table %s: %s, reflected again", name, type(exc.orig).__name__)
                 force = True
                 continue
-            refusal = reflection.refusal(exc, table, request.written() if writing else set())
+            refusal = refusals.refusal(exc, table, request.written() if writing else set())
             if refusal is None:
                 raise
             raise database_error(refusal, table, request.rows if writing else ()) from None
@@ -407,96 +405,3 @@ def _check_owner_column(table, policy):
     if owner is not None and owner not in table.c:
         log.error("tables.toml: owner_column %r is not a column of table %r", owner, table.name)
         raise APIError(500, Rest.MISCONFIGURED, f"Table '{table.name}' is misconfigured on the server")
-
-
-MAX_KEY_CHECKS = 100  # written rows looked up to name the one whose key exists
-
-
-def _duplicate(table, key, written):
-    """The values of `key` a written object gives that another one gives too, or that a stored row
-    already holds: the key PostgreSQL's detail names. None when no object says."""
-    given = [
-        tuple(row[column] for column in key)
-        for row in written
-        if isinstance(row, dict) and all(column in row for column in key)
-    ]
-    if len(given) == 1:
-        return given[0]
-    seen = set()
-    for values in given:
-        if repr(values) in seen:
-            return values
-        seen.add(repr(values))
-    for values in given[:MAX_KEY_CHECKS]:
-        try:
-            match = [table.c[c] == body_value(table.c[c], v) for c, v in zip(key, values, strict=True)]
-        except BadValue:
-            continue
-        if db.session.execute(sa.select(sa.literal(1)).select_from(table).where(*match).limit(1)).first():
-            return values
-    return None
-
-
-def _key_text(value):
-    """A key's value as PostgreSQL writes it in a detail."""
-    if isinstance(value, bool):
-        return "t" if value else "f"
-    return value if isinstance(value, str) else json.dumps(value)
-
-
-FILTER_CODES = {
-    "syntax": Rest.BAD_QUERY,
-    "column": Rest.UNDEFINED_COLUMN,
-    "value": Rest.INVALID_TEXT,
-    "operator": Rest.UNDEFINED_FUNCTION,
-}
-REFUSAL_CODES = {
-    "unique": Rest.UNIQUE_VIOLATION,
-    "foreign_key": Rest.FOREIGN_KEY_VIOLATION,
-    "referenced": Rest.FOREIGN_KEY_VIOLATION,
-    "constraint": Rest.INTEGRITY_VIOLATION,
-    "not_null": Rest.NOT_NULL_VIOLATION,
-    "check": Rest.CHECK_VIOLATION,
-    "too_long": Rest.STRING_TOO_LONG,
-    "out_of_range": Rest.OUT_OF_RANGE,
-    "invalid": Rest.INVALID_TEXT,
-}
-
-
-def client_error(exc):
-    """The 400 for a FilterError or a BadValue: its message and hint, and the code of its kind; a 404
-    for an operator the column's type lacks, as PostgREST answers PostgreSQL's 42883."""
-    codes = FILTER_CODES if isinstance(exc, tree.FilterError) else REFUSAL_CODES
-    return APIError(404 if exc.kind == "operator" else 400, codes[exc.kind], str(exc), hint=exc.hint)
-
-
-def database_error(refusal, table, written=()):
-    """The 4xx for a reflection.Refusal, in words of our own (the database's text can carry data);
-    a duplicate key in PostgreSQL's, the constraint named and the key's values (the client's own,
-    from the `written` objects) in details."""
-    if refusal.kind == "unique" and refusal.constraint is not None:
-        values = _duplicate(table, refusal.key, written)
-        details = None
-        if values is not None:
-            details = f"Key ({', '.join(refusal.key)})=({', '.join(map(_key_text, values))}) already exists."
-        message = f'duplicate key value violates unique constraint "{refusal.constraint}"'
-        return APIError(409, Rest.UNIQUE_VIOLATION, message, details=details)
-    named = f' in column "{refusal.column}"' if refusal.column else ""
-    status, message = {
-        "unique": (409, "duplicate key value violates unique constraint"),
-        "foreign_key": (
-            409,
-            f'foreign key violation: a value in table "{table.name}" refers to a missing row',
-        ),
-        "referenced": (
-            409,
-            f'foreign key violation: other rows still refer to this row of table "{table.name}"',
-        ),
-        "constraint": (409, f'the row violates a constraint of table "{table.name}"'),
-        "not_null": (400, f"null value{named} violates not-null constraint"),
-        "check": (400, f'new row for table "{table.name}" violates check constraint'),
-        "too_long": (400, f"value too long{named}"),
-        "out_of_range": (400, f"value out of range{named}"),
-        "invalid": (400, f"invalid value{named}"),
-    }[refusal.kind]
-    return APIError(status, REFUSAL_CODES[refusal.kind], message)

@@ -18,4 +18,7 @@ const ambiguous = await client.from('reviews').select('id, users(username)')
 out.ambiguous = ambiguous.error?.code
 const single = await client.from('posts').select('id, ...users(username)').eq('id', 3).single()
 out.single = single.data
+// Aggregates through a to-one spread, as PostgREST groups them (server run with DB_AGGREGATES_ENABLED).
+const grouped = await client.from('posts').select('...users(username), n:count()')
+out.grouped = grouped.data
 console.log(JSON.stringify(out))

@@ -683,6 +683,7 @@ def test_postgrest_py_embeds_over_waitress(blog, anon_key):
 
 def test_supabase_js_embeds_as_the_docs_show(blog, anon_key, node_modules):
     js = node_modules.parent
+    blog.app.config["DB_AGGREGATES_ENABLED"] = True
     base, stop = serve_app(blog.app)
     try:
         env = {**os.environ, "MINIBASE_URL": base, "ANON_KEY": anon_key}
@@ -702,6 +703,7 @@ def test_supabase_js_embeds_as_the_docs_show(blog, anon_key, node_modules):
     assert out["filtered"] == [{"username": "ann", "posts": [{"title": "Second"}]}]
     assert out["ambiguous"] == "PGRST201"
     assert out["single"] == {"id": 3, "username": "bob"}
+    assert out["grouped"] == [{"username": "ann", "n": 2}, {"username": "bob", "n": 1}]
 
 
 def test_the_docs_embedding_examples_run_as_written(blog):
