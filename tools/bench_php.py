@@ -19,6 +19,8 @@ from tools.servers import LOGS, free_port, spawn, start_minibase, stop, wait_unt
 PHP_CRUD_API_TAG = "v2.16.2"
 PHP_CRUD_API_URL = f"https://raw.githubusercontent.com/mevdschee/php-crud-api/{PHP_CRUD_API_TAG}/api.php"
 PHP_CHILDREN = int(os.environ.get("BENCH_PHP_CHILDREN", "8"))  # PHP-FPM's static pool
+SECONDS = float(os.environ.get("BENCH_SECONDS", "5"))  # a figure, each side
+ROUNDS = 3  # the turns the two sides take, SECONDS / ROUNDS each
 PHP_USER, PHP_PASSWORD = "php", "php-bench-password"  # api.php's config wants a password
 
 TABLES_TOML = """
@@ -195,15 +197,24 @@ def cpu_seconds(pids):
     return total / tick
 
 
-def measured(results, label, url, pids, server, **options):
-    """wrk's rate for `label`, and the CPU milliseconds per request of `pids` (and descendants)."""
-    before_cpu, before = cpu_seconds(pids), results.served.get(server, 0)
-    rate = results.wrk(label, url, server=server, **options)
-    used, served = cpu_seconds(pids) - before_cpu, results.served[server] - before
-    per_request = 1000 * used / max(served, 1)
-    results.cpu[label] = per_request
-    print(f"  {'':<46} {per_request:8.3f} ms CPU a request (server + MariaDB)", flush=True)
-    return rate
+def side_by_side(results, label, sides):
+    """Each side's rate for `label` and its CPU milliseconds a request (of its PIDs and their
+    descendants), the sides taking turns for ROUNDS rounds of SECONDS / ROUNDS each, so that a burst
+    of other load on the machine falls on both rather than on one. `sides`: (name, url, pids,
+    wrk options)."""
+    used = {name: [0, 0.0] for name, *_ in sides}  # requests, CPU seconds
+    for turn in range(1, ROUNDS + 1):
+        for name, url, pids, options in sides:
+            cpu, served = cpu_seconds(pids), results.served.get(name, 0)
+            results.wrk(f"{name}: {label} ({turn}/{ROUNDS})", url, seconds=SECONDS / ROUNDS, server=name,
+                        **options)  # fmt: skip
+            used[name][0] += results.served[name] - served
+            used[name][1] += cpu_seconds(pids) - cpu
+    for name, (requests_done, cpu) in used.items():
+        rate, per_request = requests_done / SECONDS, 1000 * cpu / max(requests_done, 1)
+        results.rates[f"{name}: {label}"], results.cpu[f"{name}: {label}"] = rate, per_request
+        print(f"  {name + ': ' + label:<46} {rate:8.0f} req/s   {per_request:6.3f} ms CPU a request"
+              " (server + MariaDB)", flush=True)  # fmt: skip
 
 
 # --- the comparison
@@ -238,15 +249,15 @@ def bench_php_crud_api(workdir, results, key, url, mariadb):
         for label, mine, theirs in reads:  # each worker reflects the table on its first read: warm up
             results.wrk("warm-up", mini + mine, apikey, seconds=2, server="warm-up")
             results.wrk("warm-up", base + theirs, seconds=2, server="warm-up")
-            measured(results, f"minibase: {label}", mini + mine, mini_pids, "php-minibase", headers=apikey)
-            measured(results, f"php-crud-api: {label}", base + theirs, php_pids, "php-crud-api")
+            side_by_side(results, label, [("minibase", mini + mine, mini_pids, {"headers": apikey}),
+                                          ("php-crud-api", base + theirs, php_pids, {})])  # fmt: skip
         mine_script, theirs_script = workdir / "insert-minibase.lua", workdir / "insert-php.lua"
         mine_script.write_text(INSERT_SCRIPT % (ROW, f'wrk.headers["apikey"] = "{key}"'))
         theirs_script.write_text(INSERT_SCRIPT % (ROW, ""))
-        measured(results, f"minibase: {INSERT}", mini + "/rest/v1/items", mini_pids, "php-minibase",
-                 script=str(mine_script))  # fmt: skip
-        measured(results, f"php-crud-api: {INSERT}", base + "/records/items", php_pids, "php-crud-api",
-                 script=str(theirs_script))  # fmt: skip
+        side_by_side(results, INSERT, [
+            ("minibase", mini + "/rest/v1/items", mini_pids, {"script": str(mine_script)}),
+            ("php-crud-api", base + "/records/items", php_pids, {"script": str(theirs_script)}),
+        ])  # fmt: skip
     finally:
         stop(minibase)
         for process in reversed(php):
