@@ -59,9 +59,10 @@ def state():
     return current_app.extensions["minibase"]
 
 
-def client_ip():
-    # request.remote_addr is the proxy's X-Forwarded-For value only when TRUSTED_PROXIES says so
-    return request.remote_addr or "unknown"
+def client_ip(asked=None):
+    """The client's address: of `asked`, or of the current request. request.remote_addr is the
+    proxy's X-Forwarded-For value only when TRUSTED_PROXIES says so."""
+    return (request if asked is None else asked).remote_addr or "unknown"
 
 
 class Limiter(flask_limiter.Limiter):

@@ -63,13 +63,16 @@ def init_app(app):
 
 def before():
     """Every request, before its view: the clock starts (the request's DB_TIMEOUT for the database
-    too), a preflight is answered, the key checked."""
+    too), a preflight is answered, the key checked. The request is looked up behind Flask's proxy
+    once, here and in `after`: each use of `request` costs that lookup, about ten times reading
+    an attribute, and these run on every request."""
     g.started = time.perf_counter()
     transactions.bound_waits(current_app.config["DB_TIMEOUT"])
-    audit.begin(client_ip(), door(request.path))
-    if (refused := request.environ.get(REFUSED_BY_SERVER)) is not None:
+    asked = request._get_current_object()
+    audit.begin(client_ip(asked), door(asked.path))
+    if (refused := asked.environ.get(REFUSED_BY_SERVER)) is not None:
         raise refused  # the server could not read the request (runtime.server.Refusal)
-    return answer_preflight() or require_api_key()
+    return answer_preflight(asked) or require_api_key(asked)
 
 
 def door(path):
@@ -83,31 +86,32 @@ def after(response):
     """Every response, on its way out: the transaction ended (a 503 if the connection died there),
     the version echoed, the headers set, then the log line of the final response."""
     response = end_transaction(response)
-    return log_request(secure_headers(echo_api_version(response)))
+    asked = request._get_current_object()
+    return log_request(secure_headers(echo_api_version(response, asked), asked), asked)
 
 
 # --- who is calling
 
 
-def answer_preflight():
+def answer_preflight(asked):
     """before_request: a browser's CORS preflight is answered 200 on every path, served or not, so
     that the request it precedes is sent and the app reads minibase's JSON answer to it (a 404
     saying what is not provided) instead of "Failed to fetch". flask-cors adds the CORS headers."""
-    if request.method == "OPTIONS" and "Access-Control-Request-Method" in request.headers:
+    if asked.method == "OPTIONS" and "Access-Control-Request-Method" in asked.headers:
         return current_app.response_class(status=200)
     return None
 
 
-def require_api_key():
+def require_api_key(asked):
     """before_request: every /auth/v1, /rest/v1 and /storage/v1 request carries a valid key, but a browser's
     preflight and the OPEN_ROUTES."""
-    path, method = request.path, request.method
+    path, method = asked.path, asked.method
     if not path.startswith(PROTECTED_PREFIXES) or method == "OPTIONS":
         return
     if (method, path.rstrip("/")) in OPEN_ROUTES or path.startswith(OPEN_PREFIXES.get(method, ())):
         g.api_key_role = "anon"
         return
-    key = request.headers.get("apikey") or request.args.get("apikey")
+    key = asked.headers.get("apikey") or asked.args.get("apikey")
     if not key:
         raise APIError(
             401,
@@ -127,14 +131,14 @@ def require_api_key():
             details="",
             api="rest",
         )
-    refuse_secret_key_in_browser(key)
+    refuse_secret_key_in_browser(key, asked)
     g.api_key_role = role
 
 
-def refuse_secret_key_in_browser(key):
+def refuse_secret_key_in_browser(key, asked):
     """A secret key (sb_secret_…) sent by a browser is refused, as Supabase's gateway refuses it:
     every browser's User-Agent starts with Mozilla/, and a key in a page is a leaked key."""
-    if is_secret_key(key) and request.headers.get("User-Agent", "").startswith(BROWSER_AGENT):
+    if is_secret_key(key) and asked.headers.get("User-Agent", "").startswith(BROWSER_AGENT):
         raise APIError(
             401,
             Auth.INVALID_API_KEY,
@@ -145,9 +149,9 @@ def refuse_secret_key_in_browser(key):
         )
 
 
-def bearer_token():
+def bearer_token(asked=None):
     """The token of `Authorization: Bearer <token>`, None without the header; a 401 when it is malformed."""
-    header = request.headers.get("Authorization")
+    header = (request if asked is None else asked).headers.get("Authorization")
     if header is None:
         return None
     scheme, _, token = header.strip().partition(" ")
@@ -160,23 +164,27 @@ def bearer_token():
 def identity():
     """The caller: a signed-in user when a valid access token is presented, else the API key's role.
     A dead token is a 401 in the API's own terms: GoTrue's code, or PostgREST's PGRST301."""
-    if "identity" not in g:
+    context = g._get_current_object()
+    who = getattr(context, "identity", None)
+    if who is None:
+        asked = request._get_current_object()
         try:
-            token = bearer_token()
+            token = bearer_token(asked)
             if token is not None:
-                refuse_secret_key_in_browser(token)
-            g.identity = Identity(g.api_key_role) if token is None else identify(token)
-            if g.identity.user_id is not None:
-                audit.acting(g.identity.user.email, g.identity.user_id)
-            elif g.identity.role == "service_role":
+                refuse_secret_key_in_browser(token, asked)
+            who = Identity(context.api_key_role) if token is None else identify(token)
+            if who.user_id is not None:
+                audit.acting(who.user.email, who.user_id)
+            elif who.role == "service_role":
                 audit.acting("service_role")
         except APIError as error:
-            if request.path.startswith("/rest/"):
+            if asked.path.startswith("/rest/"):
                 raise APIError(401, Rest.BAD_JWT, error.message) from None
-            if request.path.startswith("/storage/"):
+            if asked.path.startswith("/storage/"):
                 raise storage_error(401, Storage.INVALID_JWT, error.message, "InvalidJWT") from None
             raise
-    return g.identity
+        context.identity = who
+    return who
 
 
 def current_user_identity():
@@ -208,20 +216,20 @@ def require_service_role():
 # --- on the way out
 
 
-def echo_api_version(response):
+def echo_api_version(response, asked):
     """Tell an official client which auth API version answered."""
-    version = request.headers.get(responses.API_VERSION_HEADER)
-    if version and request.path.startswith("/auth/"):
+    version = asked.headers.get(responses.API_VERSION_HEADER)
+    if version and asked.path.startswith("/auth/"):
         response.headers[responses.API_VERSION_HEADER] = version
     return response
 
 
-def secure_headers(response):
+def secure_headers(response, asked):
     response.status = STATUS_LINES.get(response.status_code, response.status)
     response.headers["X-Content-Type-Options"] = "nosniff"
     if response.status_code in (201, 204) and response.calculate_content_length() == 0:
         del response.headers["Content-Type"]  # nothing to label, least of all as text/html
-    if request.path.startswith("/auth/") and request.path != JWKS_PATH:
+    if asked.path.startswith("/auth/") and asked.path != JWKS_PATH:
         # Sessions, tokens and users: never kept by a browser or a proxy cache.
         response.headers["Cache-Control"] = "no-store"
     return response
@@ -243,23 +251,23 @@ def end_transaction(response):
     return response
 
 
-def logged_path():
+def logged_path(asked):
     """The request's path and query string, secret values replaced by ***."""
-    query = request.query_string.decode("latin-1")
+    query = asked.query_string.decode("latin-1")
     if not query:
-        return request.path
+        return asked.path
     lowered = query.lower()
     if "%" not in query and not any(name in lowered for name in SECRET_PARAMETERS):
-        return f"{request.path}?{query}"  # as sent: no secret's name in it, not even percent-encoded
+        return f"{asked.path}?{query}"  # as sent: no secret's name in it, not even percent-encoded
     pairs = parse_qsl(query, keep_blank_values=True)
     shown = [(key, "***" if key.lower() in SECRET_PARAMETERS else value) for key, value in pairs]
-    return f"{request.path}?{urlencode(shown, safe='*,.()[]:')}"
+    return f"{asked.path}?{urlencode(shown, safe='*,.()[]:')}"
 
 
-def log_request(response):
+def log_request(response, asked):
     if not request_log.isEnabledFor(logging.INFO):
         return response  # the line would be dropped: spare parsing the query for it
     started = g.get("started")
     took = (time.perf_counter() - started) * 1000 if started is not None else 0.0
-    request_log.info("%s %s %s %.1fms", request.method, logged_path(), response.status_code, took)
+    request_log.info("%s %s %s %.1fms", asked.method, logged_path(asked), response.status_code, took)
     return response
