@@ -165,8 +165,9 @@ SCHEMAS = ("public",)  # the one schema minibase serves: the SDKs name it in Acc
 def require_public_schema():
     """A 406 (PGRST106) when Accept-Profile (reads) or Content-Profile (writes) names a schema
     minibase does not serve, rather than the request silently reading the default one."""
-    header = "Accept-Profile" if request.method in ("GET", "HEAD") else "Content-Profile"
-    schema = request.headers.get(header)
+    asked = request._get_current_object()  # one lookup behind the proxy (gateway.before)
+    header = "Accept-Profile" if asked.method in ("GET", "HEAD") else "Content-Profile"
+    schema = asked.headers.get(header)
     if schema is not None and schema.strip() not in SCHEMAS:
         raise APIError(
             406, Rest.UNKNOWN_SCHEMA, f"The schema must be one of the following: {', '.join(SCHEMAS)}"
@@ -272,9 +273,9 @@ def accepted(accept):
     return parse_accept_header(accept, MIMEAccept).best_match(list(MEDIA_TYPES))
 
 
-def paging_parameter(name):
-    """limit= or offset=: a non-negative integer, or None when absent."""
-    raw = request.args.get(name)
+def paging_parameter(args, name):
+    """limit= or offset= of the query string `args`: a non-negative integer, or None when absent."""
+    raw = args.get(name)
     if raw is None:
         return None
     if not NUMBER.fullmatch(raw):
@@ -285,15 +286,16 @@ def paging_parameter(name):
 def parse_read(exclude=()):
     """The query, and limit and offset intersected with a Range header, capped at MAX_ROWS.
     `exclude`: query parameters that are not filters (a function's arguments)."""
-    args = request.args
+    asked = request._get_current_object()  # one lookup behind the proxy (gateway.before)
+    args = asked.args
     pairs = [(key, value) for key, value in args.items(multi=True) if key not in exclude]
     query = parse_query(pairs, args.get("select"), args.get("order"))
-    offset = paging_parameter("offset") or 0
-    limit = paging_parameter("limit")
+    offset = paging_parameter(args, "offset") or 0
+    limit = paging_parameter(args, "limit")
     upper = None if limit is None else offset + limit - 1
-    header = request.headers.get("Range")
+    header = asked.headers.get("Range")
     if header is not None:
-        unit = request.headers.get("Range-Unit", "items").strip().lower()
+        unit = asked.headers.get("Range-Unit", "items").strip().lower()
         found = RANGE.fullmatch(header.strip())
         if unit != "items" or found is None:
             raise bad_range(f'malformed Range header "{header[:40]}"', hint='use "Range: 0-9"')
