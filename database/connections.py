@@ -97,23 +97,26 @@ def init_app(app):
 LEAST_WAIT = 0.05
 
 
-def _cut(seconds):
-    """`seconds` (None: no limit), or what the request has left to wait on the database if less,
-    rounded up to a tenth of a second so that a run of statements sets the socket timeout once."""
-    left = transactions.time_left()
-    if left is None or (seconds is not None and seconds <= left):
-        return seconds
-    return max(LEAST_WAIT, math.ceil(left * 10) / 10)
-
-
 class _CutToTheRequest:
-    """A timeout attribute of a PyMySQL connection that reads as `_cut` of the value it was given."""
+    """A timeout attribute of a PyMySQL connection that reads as the value it was given (None: no
+    limit), or what the request has left to wait on the database if less, rounded up to a tenth of
+    a second so that a run of statements sets the socket timeout once. PyMySQL reads it for every
+    packet, a 50-row result's 58 times: it is worked out inline, without a call."""
 
     def __set_name__(self, owner, name):
         self.name = "_given" + name
 
     def __get__(self, connection, owner=None):
-        return self if connection is None else _cut(connection.__dict__[self.name])
+        if connection is None:
+            return self
+        seconds = connection.__dict__[self.name]
+        deadline = transactions.deadline()
+        if deadline is None:
+            return seconds
+        left = deadline - time.monotonic()
+        if seconds is not None and seconds <= left:
+            return seconds
+        return max(LEAST_WAIT, math.ceil(left * 10) / 10)
 
     def __set__(self, connection, seconds):
         connection.__dict__[self.name] = seconds

@@ -44,6 +44,7 @@ import time
 from collections import namedtuple
 from dataclasses import dataclass, field
 
+import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError
 
 from extensions import db, state
@@ -72,6 +73,10 @@ def bound_waits(seconds):
 def unbound_waits():
     """Each wait on the database is bounded on its own again (by DB_TIMEOUT), as outside requests."""
     _deadline.set(None)
+
+
+# The time.monotonic() at which the context's waits on the database must end, or None: unbounded.
+deadline = _deadline.get
 
 
 def time_left():
@@ -462,13 +467,25 @@ def _rows(statement, found, description, dialect):
     return found if statement.row is None else [statement.row._make(row) for row in found]
 
 
+# MySQL's FLOAT and DOUBLE type codes: PyMySQL reads them as floats already.
+FLOAT_CODES = frozenset({4, 5})
+
+
 def _result_processors(prepared, description, dialect):
-    """The result processors for a cursor's columns, worked out once per set of type codes."""
+    """The result processors for a cursor's columns, worked out once per set of type codes. A Float
+    column's (float() of each value) is left out where the driver hands floats already: without a
+    processor left, rows are not rebuilt one by one."""
     codes = tuple(column[1] for column in description)
     processors = prepared.results.get(codes)
     if processors is None:
         processors = prepared.results[codes] = [
-            kind.dialect_impl(dialect).result_processor(dialect, code)
+            None
+            if dialect.driver == "pymysql" and code in FLOAT_CODES and _is_float(kind)
+            else kind.dialect_impl(dialect).result_processor(dialect, code)
             for kind, code in zip(prepared.types, codes, strict=True)
         ]
     return processors
+
+
+def _is_float(kind):
+    return isinstance(kind, sa.Float) and not kind.asdecimal

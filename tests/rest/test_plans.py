@@ -2,6 +2,7 @@
 plan would show another request's values, another owner's rows, or a table as it was."""
 
 import functools
+from decimal import Decimal
 
 import sqlalchemy as sa
 
@@ -191,3 +192,19 @@ def test_on_mysql_a_limited_page_reads_nulls_and_values_apart_from_the_index(res
     # A second order column whose NULLs move too: no index gives that order, one SELECT sorts.
     sql, _ = last_plan_sql(rest, query.replace("order=price", "order=price,qty.asc"), monkeypatch)
     assert "UNION" not in sql and "items.price IS NULL ASC" in sql
+
+
+def test_floats_read_with_no_conversion_left_where_the_driver_reads_floats(rest):
+    """PyMySQL reads DOUBLE and FLOAT as floats: a Float column (not asdecimal) keeps no result
+    processor, which would only call float() again, so rows are not rebuilt one by one; SQLite's
+    REAL has none anyway. A DECIMAL still reads as a Decimal."""
+    with rest.app.app_context():
+        engine = db.engine
+        items = sa.Table("items", sa.MetaData(), autoload_with=engine)
+        price = sa.type_coerce(items.c.price, sa.Float).label("price")
+        query = sa.select(price, sa.cast(items.c.price, sa.Numeric(10, 2)).label("exact"))
+        prepared = transactions.prepare(query.where(items.c.id == sa.bindparam("id", required=True)), engine)
+        found = transactions.run_prepared(engine, {"id": 1}, prepared)[0]
+    assert found == [(1.5, Decimal("1.50"))] and type(found[0].price) is float
+    [processors] = prepared.results.values()
+    assert processors[0] is None
