@@ -1,5 +1,7 @@
 """The auth API's endpoints, and every error it answers with: status and error_code, case by case."""
 
+import datetime
+
 import pytest
 from sqlalchemy import select
 
@@ -41,6 +43,26 @@ def test_password_sign_in_and_current_user(api):
     assert me.json["user_metadata"]["first_name"] == "Ann"
     assert me.json["last_sign_in_at"] is not None
     assert "password" not in me.get_data(as_text=True)
+
+
+def test_the_user_object_shows_each_instant_as_it_is_now(api, monkeypatch):
+    """Formatted instants and the e-mail identity's id are remembered: a later sign-in still shows
+    its own time, and each user their own identity id."""
+    from auth import tokens
+
+    api.sign_up()
+    first = api.sign_in().json["access_token"]
+    before = api.get("/auth/v1/user", token=first).json
+    real_now = tokens.now()
+    monkeypatch.setattr(tokens, "now", lambda: real_now + 125)
+    second = api.sign_in().json["access_token"]
+    after = api.get("/auth/v1/user", token=second).json
+    moved = datetime.datetime.fromtimestamp(real_now + 125, datetime.UTC)
+    assert after["last_sign_in_at"] == moved.strftime("%Y-%m-%dT%H:%M:%SZ") != before["last_sign_in_at"]
+    assert after["created_at"] == before["created_at"]
+    other = api.sign_up("bob@example.com")["user"]
+    assert after["identities"][0]["identity_id"] == before["identities"][0]["identity_id"]
+    assert other["identities"][0]["identity_id"] != after["identities"][0]["identity_id"]
 
 
 def statements_run(app, monkeypatch):
