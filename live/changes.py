@@ -28,6 +28,7 @@ IDLE_SECONDS = 0.5  # between two reads while no one does
 LOOK_SECONDS = 0.005  # SQLite: between two looks at whether anything was committed (Watch)
 WATCHED_SECONDS = 0.2  # SQLite: between two reads of the log when nothing seems committed
 RENEWAL_SECONDS = 1.0  # the longest changes just read wait for a channel's new token to be verified
+JUDGE_RETRY_SECONDS = 60  # how long changes whose judging fails are judged again as a batch
 TRIM_SECONDS = 10  # between two trims
 
 
@@ -198,6 +199,8 @@ class Feed:
         self.wake = asyncio.Event()  # a first subscriber ends the idle wait at once
         self.watch = None  # SQLite: Watch, which tells at once that something was committed
         self.renewing = set()  # channels whose new access token is being verified (sessions.Socket)
+        self.pending = []  # changes read but not yet judged (the judging failed)
+        self.failing_since = None  # when the judging of self.pending first failed
 
     async def start(self):
         """Install the triggers and start reading; with the database down or refusing, Realtime
@@ -271,8 +274,11 @@ class Feed:
             await asyncio.sleep(LOOK_SECONDS)
         joined = [channel for channel in self.channels - set(listening) if channel.authorized]
         if changes and joined:
-            more, more_dead = await self.server.call(delivery.judge, changes, _listeners(joined))
-            frames, dead = frames + more, dead + more_dead
+            try:
+                more, more_dead = await self.server.call(delivery.judge, changes, _listeners(joined))
+                frames, dead = frames + more, dead + more_dead
+            except Exception:  # the others' frames still go out
+                log.exception("realtime: changes could not be judged for channels that just joined")
         for channel, why in dead:
             if channel.authorized:
                 channel.authorized = False
@@ -283,11 +289,43 @@ class Feed:
 
     def judged(self, listeners):
         """(changes, frames, dead): the changes read from the log, judged for `listeners`
-        (live.delivery), the read and the judging in one hop to a thread. In the app's context."""
-        changes = self.reader.read()
+        (live.delivery), the read and the judging in one hop to a thread. In the app's context.
+
+        The reader hands each change out once, so a change is kept until it has been judged: when
+        the judging fails (the database down or frozen, a lock held past its timeout) the same
+        changes are judged again at the next step, and no more are read meanwhile than one batch.
+        Past JUDGE_RETRY_SECONDS of failures with the database answering, each change is judged
+        alone and one that still fails (a row policy's SQL that errs on its row) is not delivered;
+        the log names it."""
+        if len(self.pending) < changelog.BATCH:
+            self.pending += self.reader.read()
+        changes = self.pending
         if not changes or not listeners:
+            self.pending = []
             return changes, [], []
-        return changes, *delivery.judge(changes, listeners)
+        try:
+            frames, dead = delivery.judge(changes, listeners)
+        except Exception:
+            self.failing_since = self.failing_since or time.monotonic()
+            if time.monotonic() - self.failing_since < JUDGE_RETRY_SECONDS:
+                raise  # self.pending is judged again at the next step
+            frames, dead = self._one_by_one(changes, listeners)
+        self.pending, self.failing_since = [], None
+        return changes, frames, dead
+
+    def _one_by_one(self, changes, listeners):
+        with db.engine.connect() as connection:  # a database that does not answer keeps them all
+            connection.exec_driver_sql("SELECT 1")
+        frames, dead = [], []
+        for change in changes:
+            try:
+                more, more_dead = delivery.judge([change], listeners)
+            except Exception:
+                log.exception("realtime: change %s of table %r cannot be judged: not delivered", change.id,
+                              change.table)  # fmt: skip
+                continue
+            frames, dead = frames + more, dead + more_dead
+        return frames, dead
 
 
 class Watch:

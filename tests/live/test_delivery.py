@@ -71,3 +71,47 @@ def test_one_batch_of_changes_is_judged_for_each_subscriber_apart(start_server, 
         assert change(client)[1]["old_record"] == {"id": 3}
         client.nothing()
     clients[1].nothing()
+
+
+MEMBERS = """
+[tables.posts]
+select = "authenticated"
+columns = ["id", "title"]
+realtime = true
+
+[tables.posts.policies]
+select = "EXISTS (SELECT 1 FROM members m WHERE m.user_id = :uid)"
+"""
+
+
+@pytest.mark.parametrize("backend", ["mysql"], indirect=True)
+def test_a_change_the_database_fails_to_judge_is_judged_again_not_lost(start_server, posts, database_url):
+    # The row policy reads another table; while another program holds a lock on it, judging the change
+    # fails (lock wait timeout). The change has already been read from the log: it must be kept and
+    # delivered once the lock is gone, and only once.
+    with posts.begin() as connection:
+        connection.execute(sa.text("CREATE TABLE members (user_id INTEGER PRIMARY KEY)"))
+    server = start_server(MEMBERS, DB_TIMEOUT="3")
+    token, user_id = sign_up(server, "ann@example.com")
+    with posts.begin() as connection:
+        connection.execute(sa.text("INSERT INTO members (user_id) VALUES (:u)"), {"u": user_id})
+    ann = Client(server)
+    watching = [{"event": "INSERT", "schema": "public", "table": "posts"}]
+    assert ann.join("posts", access_token=token, postgres_changes=watching)["status"] == "ok"
+
+    locker = posts.connect()
+    try:
+        locker.exec_driver_sql("LOCK TABLES members WRITE")
+        with posts.begin() as connection:
+            connection.execute(sa.text("INSERT INTO posts (title, published) VALUES ('while locked', 0)"))
+        failed = "realtime: reading the change log failed"
+        assert failed in server.wait_for_log(
+            failed, timeout=20
+        )  # the judging waited on the lock, then failed
+    finally:
+        locker.exec_driver_sql("UNLOCK TABLES")
+        locker.close()
+    assert change(ann)[1]["record"] == {"id": 1, "title": "while locked"}
+    with posts.begin() as connection:
+        connection.execute(sa.text("INSERT INTO posts (title, published) VALUES ('after', 0)"))
+    assert change(ann)[1]["record"]["title"] == "after"  # the first once, then the next
