@@ -19,7 +19,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from database import transactions
 from errors import APIError, Rest
 from extensions import db
-from query import resolve, tree
+from query import resolve, select, tree
 from rest import policies, reads, reflection, rows
 from values import BadValue, json_rows, json_value, row_shape
 
@@ -146,12 +146,35 @@ def _table_rows(function, values, read, who, max_affected):
         raise rows.too_many(len(found))
     keys = tuple(dict.fromkeys(str(row[key[0]]) for row in found if row[key[0]] is not None))
     query = dataclasses.replace(read.query, filters=[*read.query.filters, tree.Condition(key[0], "in", keys)])
-    if function.returns == "rows":
+    if function.returns == "rows" and (read.query.order or read.query.aggregates_anywhere()):
         return rows.read(function.table, who, dataclasses.replace(read, query=query))
+    if function.returns == "rows":
+        return _in_its_order(function.table, key[0], keys, query, read, who)
     page = rows.read(function.table, who, dataclasses.replace(read, query=query, media="json"))
     if len(page.rows) > 1:
         raise rows.not_one_row(len(page.rows))
     return page.rows[0] if page.rows else None
+
+
+POSITION = "pgrst_function_order"  # the select item, hidden, by which rows go back in a function's order
+
+
+def _in_its_order(name, key, keys, query, read, who):
+    """A function's rows of table `name` in the order it returned their `keys` (PostgreSQL keeps a
+    function's own order when a request gives none): read with their key under a hidden name, put
+    back in that order, then paged."""
+    text = f"{query.select or '*'},{POSITION}:{key}"
+    hidden = dataclasses.replace(query, select=text, tree=select.parse_select_tree(text))
+    page = rows.read(
+        name, who, dataclasses.replace(read, query=hidden, offset=0, limit=len(keys), media="json")
+    )
+    position = {value: index for index, value in enumerate(keys)}
+    ranked = sorted(page.rows, key=lambda row: position.get(str(row[POSITION]), len(keys)))
+    for row in ranked:
+        del row[POSITION]
+    shown = ranked[read.offset : read.offset + read.limit]
+    names = [alias for alias in page.names if alias != POSITION]
+    return rows.Page(rows.single(read.media, shown), names, page.total)
 
 
 def _execute(function, values, max_affected=None):

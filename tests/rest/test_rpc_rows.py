@@ -89,7 +89,7 @@ def api(make_app, database_url, tmp_path, anon_key):
 def test_a_functions_rows_come_back_as_the_tables_json_as_json(api):
     rows = api.get("/rest/v1/rpc/docs_from?first=4").json
     assert rows == [{"id": 4, "author_id": 1, "title": "four", "meta": None, "published": True}]
-    assert api.post("/rest/v1/rpc/docs_from", json={"first": 2}).json[0]["meta"] == {"kind": "note"}
+    assert api.post("/rest/v1/rpc/docs_from", json={"first": 2}).json[-1]["meta"] == {"kind": "note"}
     one = api.post("/rest/v1/rpc/doc", json={"id": 1}).json
     assert one["meta"] == {"kind": "memo", "tags": ["a"]} and one["published"] is True
     assert api.post("/rest/v1/rpc/doc", json={"id": 99}).json is None
@@ -99,12 +99,12 @@ def test_a_functions_rows_come_back_as_the_tables_json_as_json(api):
 
 def test_the_tables_row_policy_holds_on_a_functions_rows(api, service_key):
     """The function selects the draft (3); the caller's policy on docs does not let anon see it."""
-    assert [row["id"] for row in api.get("/rest/v1/rpc/docs_from").json] == [1, 2, 4]
+    assert [row["id"] for row in api.get("/rest/v1/rpc/docs_from").json] == [4, 2, 1]  # its order
     assert api.post("/rest/v1/rpc/doc", json={"id": 3}).json is None
     service = Api(api.app, service_key)
-    assert [row["id"] for row in service.get("/rest/v1/rpc/docs_from").json] == [1, 2, 3, 4]
+    assert [row["id"] for row in service.get("/rest/v1/rpc/docs_from").json] == [4, 3, 2, 1]
     token = api.sign_up()["access_token"]  # user 1: ann, the draft's author
-    assert [row["id"] for row in api.get("/rest/v1/rpc/docs_from", token=token).json] == [1, 2, 3, 4]
+    assert [row["id"] for row in api.get("/rest/v1/rpc/docs_from", token=token).json] == [4, 3, 2, 1]
     # A table the caller may not read is refused through a function as it is directly.
     assert_rest_error(api.get("/rest/v1/rpc/all_secrets"), 401)
     assert service.get("/rest/v1/rpc/all_secrets").json == [{"id": 1, "body": "hush"}]
@@ -123,8 +123,11 @@ def test_a_select_with_embeds_filters_order_and_paging_runs_over_a_functions_row
     assert inner == [{"id": 2, "authors": {"name": "bob"}}]
     spread = api.post("/rest/v1/rpc/doc?select=title,...authors(name)", json={"id": 2}).json
     assert spread == {"title": "two", "name": "bob"}
-    counted = api.get("/rest/v1/rpc/docs_from?limit=1", headers={"Prefer": "count=exact"})
-    assert counted.status_code == 206 and counted.headers["Content-Range"] == "0-0/3"
+    counted = api.get("/rest/v1/rpc/docs_from?limit=1&offset=1&select=id", headers={"Prefer": "count=exact"})
+    assert counted.status_code == 206 and counted.headers["Content-Range"] == "1-1/3"
+    assert counted.json == [{"id": 2}]  # the function's own order (id DESC), paged, its key not shown
+    csv = api.get("/rest/v1/rpc/docs_from?select=title&first=2", headers={"Accept": "text/csv"})
+    assert csv.get_data(as_text=True) == "title\nfour\ntwo"
     head = api.head("/rest/v1/rpc/docs_from?first=2", headers={"Prefer": "count=exact"})
     assert head.status_code == 200 and head.get_data() == b"" and head.headers["Content-Range"] == "0-1/2"
     single = api.get(
