@@ -46,8 +46,8 @@ PARAMS_SIMILARITY = 0.33  # and for one naming a function's arguments
 def arguments(function, given, who, post):
     """The bound values: each :name from `given` (`uid` from the caller), or its default. A JSON
     object or array is bound as JSON text (the database's JSON functions read it). Arguments that
-    are not the function's, or leave out one without a default, find no function: PostgREST's 404
-    (`post`: the arguments came as a POST's JSON body)."""
+    are not the function's, or leave out one without a default, are a 400 PGRST202 in PostgREST's
+    words (`post`: the arguments came as a POST's JSON body)."""
     keys = set(given)
     taken = set(function.params) - {UID}
     if not (taken - set(function.defaults) <= keys <= taken):
@@ -63,8 +63,10 @@ def arguments(function, given, who, post):
 
 
 def not_found(name, keys, post, function=None):
-    """PostgREST's 404 PGRST202 for a call no function takes: function `name` with arguments `keys`
-    (PostgREST lists them sorted). The hint is the nearest function's name when there is none of
+    """PGRST202 in PostgREST's words for a call no function takes: function `name` with arguments
+    `keys` (PostgREST lists them sorted). A 404 when no function has that name; a 400 when the
+    function exists and the arguments are not its own (the mistake is the request's, and it is
+    named), where PostgREST, which can overload a name, answers 404. The hint is the nearest function's name when there is none of
     that name, else the function's own arguments when they are near enough to the ones given."""
     keys = sorted(key[:100] for key in keys)
     qualified, listed = f"public.{name[:100]}", ", ".join(keys)
@@ -82,7 +84,7 @@ def not_found(name, keys, post, function=None):
         if similarity(f"({listed})", taken) >= PARAMS_SIMILARITY:
             hint = f"Perhaps you meant to call the function {qualified}{taken}"
     return APIError(
-        404,
+        404 if function is None else 400,
         Rest.FUNCTION_NOT_FOUND,
         f"Could not find the function {qualified}{f'({listed})' if keys else ' without parameters'} "
         "in the schema cache",

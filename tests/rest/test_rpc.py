@@ -116,13 +116,14 @@ JSON_TOO = " or with a single unnamed json/jsonb parameter"
      ("get", "", None, "public.cheaper_than without parameters", f"{SEARCHED} without parameters{NOT_CACHED}",
       None)],
 )  # fmt: skip
-def test_arguments_no_function_takes_are_postgrests_404(rest, method, query, body, message, details, hint):
-    """PostgREST looks a function up by its name and its arguments' names: a missing argument without
-    a default, or one it does not take (`uid` among them: the caller's id is never an argument), finds
-    no function. Its words exactly, as PostgREST's test suite (RpcSpec) has them; filters on the rows
+def test_arguments_the_function_does_not_take_are_a_400_in_postgrests_words(
+    rest, method, query, body, message, details, hint
+):
+    """A missing argument without a default, or one the function does not take (`uid` among them: the
+    caller's id is never an argument), is a 400 naming them; PostgREST's words exactly, as PostgREST's test suite (RpcSpec) has them; filters on the rows
     (`colour=red` has no operator, so it is an argument) are told apart as PostgREST does."""
     response = getattr(rest.anon, method)(f"/rest/v1/rpc/cheaper_than{query}", json=body, headers=SDK)
-    assert response.status_code == 404
+    assert response.status_code == 400
     assert response.json == {
         "code": "PGRST202",
         "message": f"Could not find the function {message} in the schema cache",
@@ -277,7 +278,7 @@ def test_head_and_count_on_a_function(rest):
 
 
 def test_a_filter_on_the_rows_is_no_argument(rest):
-    assert rest.anon.get("/rest/v1/rpc/item_count?colour=red").status_code == 404
+    assert rest.anon.get("/rest/v1/rpc/item_count?colour=red").status_code == 400
     filtered = rest.anon.get("/rest/v1/rpc/cheaper_than?max_price=4&name=like.*pp*&select=id")
     assert filtered.json == [{"id": 1}, {"id": 2}]
 

@@ -194,7 +194,7 @@ def test_supabase_js_calls_a_function_of_a_tables_rows(api, anon_key, node_modul
     assert out["counted"] == [200, 3, None]
     assert out["got"]["meta"] is None and out["got"]["title"] == "four"
     assert out["voided"] == [204, None, None]
-    assert out["missingStatus"] == 404 and out["missing"] == {
+    assert out["missingStatus"] == 400 and out["missing"] == {
         "code": "PGRST202",
         "message": "Could not find the function public.doc without parameters in the schema cache",
         "details": "Searched for the function public.doc without parameters or with a single unnamed "
