@@ -66,8 +66,9 @@ def not_found(name, keys, post, function=None):
     """PGRST202 in PostgREST's words for a call no function takes: function `name` with arguments
     `keys` (PostgREST lists them sorted). A 404 when no function has that name; a 400 when the
     function exists and the arguments are not its own (the mistake is the request's, and it is
-    named), where PostgREST, which can overload a name, answers 404. The hint is the nearest function's name when there is none of
-    that name, else the function's own arguments when they are near enough to the ones given."""
+    named), where PostgREST, which can overload a name, answers 404. The hint is the nearest
+    function's name when there is none of that name, else the function's own arguments when they
+    are near enough to the ones given."""
     keys = sorted(key[:100] for key in keys)
     qualified, listed = f"public.{name[:100]}", ", ".join(keys)
     searched = f" with parameter{'s' if len(keys) > 1 else ''} {listed}" if keys else " without parameters"

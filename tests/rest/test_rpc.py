@@ -120,8 +120,9 @@ def test_arguments_the_function_does_not_take_are_a_400_in_postgrests_words(
     rest, method, query, body, message, details, hint
 ):
     """A missing argument without a default, or one the function does not take (`uid` among them: the
-    caller's id is never an argument), is a 400 naming them; PostgREST's words exactly, as PostgREST's test suite (RpcSpec) has them; filters on the rows
-    (`colour=red` has no operator, so it is an argument) are told apart as PostgREST does."""
+    caller's id is never an argument), is a 400 naming them, in PostgREST's words exactly, as its test
+    suite (RpcSpec) has them; filters on the rows (`colour=red` has no operator, so it is an
+    argument) are told apart as PostgREST does."""
     response = getattr(rest.anon, method)(f"/rest/v1/rpc/cheaper_than{query}", json=body, headers=SDK)
     assert response.status_code == 400
     assert response.json == {
