@@ -93,6 +93,11 @@ def _reflect(name):
         return None
     for column in _json_text_columns(table):
         column.type = sa.JSON()  # read and written as JSON, as on MySQL and SQLite
+    for column in table.c:
+        if isinstance(column.type, sa.Float) and column.type.asdecimal:
+            # MySQL's DOUBLE and FLOAT reflect as Decimals kept to 10 places (1.25e-12 read as 0):
+            # a float column's value is read as the float it is.
+            column.type.asdecimal = False
     policy = policies.policies().get(name)
     found = [_reference(constraint) for constraint in table.foreign_key_constraints]
     if policy is not None:

@@ -93,3 +93,26 @@ def test_official_sdk_reads_the_users_table_by_its_listed_columns(rest, anon_key
     api = Api(rest.app, anon_key)
     response = api.get("/rest/v1/users?select=*", token=token, headers={"X-Client-Info": "supabase-js/2"})
     assert response.json == [{"user_id": 1, "username": "ann"}]
+
+
+def test_a_double_column_reads_back_every_digit(make_rest, tables_toml, tmp_path, database_url):
+    # MySQL's DOUBLE reflects as a Decimal type kept to 10 places: 1.25e-12 read back as 0.
+    engine = sa.create_engine(database_url)
+    with engine.begin() as connection:
+        connection.execute(
+            sa.text("CREATE TABLE readings (id INTEGER PRIMARY KEY, value DOUBLE, ratio FLOAT)")
+        )
+        connection.execute(
+            sa.text("INSERT INTO readings VALUES (1, 1.25e-12, 0.5), (2, 0.1234567890123456, 2)")
+        )
+    engine.dispose()
+    config = tmp_path / "readings.toml"
+    config.write_text(tables_toml + '\n[tables.readings]\nselect = "anon"\ninsert = "anon"\n')
+    rest = make_rest(TABLES_CONFIG=str(config))
+    response = rest.anon.get("/rest/v1/readings?select=id,value,ratio&order=id")
+    assert response.json == [
+        {"id": 1, "value": 1.25e-12, "ratio": 0.5},
+        {"id": 2, "value": 0.1234567890123456, "ratio": 2.0},
+    ]
+    assert rest.anon.post("/rest/v1/readings", json={"id": 3, "value": 6.02e23}).status_code == 201
+    assert rest.anon.get("/rest/v1/readings?id=eq.3&select=value").json == [{"value": 6.02e23}]
