@@ -240,6 +240,25 @@ def live_server(app):
 
 
 JS_DIR = Path(__file__).resolve().parent / "js"
+CHROMIUM = "/usr/bin/chromium"
+
+
+@pytest.fixture(scope="session")
+def chromium(node_modules):
+    """Debian's Chromium driven by Playwright, launched once per test process by its path (no browser
+    download). Every test that drives it shares this one: Playwright's sync API refuses to start
+    while another of its instances runs in the process."""
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("CI"):
+            pytest.fail("CI must run the browser tests: apt-get install chromium (.ci/run does)")
+        pytest.skip("chromium is not installed")
+    from playwright.sync_api import sync_playwright
+
+    playwright = sync_playwright().start()
+    browser = playwright.chromium.launch(executable_path=CHROMIUM)
+    yield browser
+    browser.close()
+    playwright.stop()
 
 
 @pytest.fixture(scope="session")

@@ -3,30 +3,17 @@ run, a fresh context per test), a real waitress server with the dashboard on a S
 administrator. Each page a test opens is checked when the test ends: no request left the origin,
 the console logged no error (a Content-Security-Policy violation is one)."""
 
-import os
-from pathlib import Path
-
 import pytest
 
 from extensions import db
-from pages import ADMIN, CHROMIUM, PASSWORD, Server, make_server, sign_in
+from pages import ADMIN, PASSWORD, Server, make_server, sign_in
 from support import serve_app
 
 
 @pytest.fixture(scope="session")
-def browser(node_modules):
-    """Debian's Chromium, launched once by its path (no browser download)."""
-    if not Path(CHROMIUM).exists():
-        if os.environ.get("CI"):
-            pytest.fail("CI must run the dashboard's browser tests: apt-get install chromium (.ci/run does)")
-        pytest.skip("chromium is not installed")
-    from playwright.sync_api import sync_playwright
-
-    playwright = sync_playwright().start()
-    browser = playwright.chromium.launch(executable_path=CHROMIUM)
-    yield browser
-    browser.close()
-    playwright.stop()
+def browser(chromium):
+    """Debian's Chromium, launched once (tests/conftest.py)."""
+    return chromium
 
 
 @pytest.fixture(scope="module")
