@@ -20,7 +20,8 @@ PHP_CRUD_API_TAG = "v2.16.2"
 PHP_CRUD_API_URL = f"https://raw.githubusercontent.com/mevdschee/php-crud-api/{PHP_CRUD_API_TAG}/api.php"
 PHP_CHILDREN = int(os.environ.get("BENCH_PHP_CHILDREN", "8"))  # PHP-FPM's static pool
 SECONDS = float(os.environ.get("BENCH_SECONDS", "5"))  # a figure, each side
-ROUNDS = 3  # the turns the two sides take, SECONDS / ROUNDS each
+ROUNDS = 3  # the turns the two sides take, TURN seconds each
+TURN = max(1, round(SECONDS / ROUNDS))  # wrk takes whole seconds only
 PHP_USER, PHP_PASSWORD = "php", "php-bench-password"  # api.php's config wants a password
 
 TABLES_TOML = """
@@ -199,19 +200,19 @@ def cpu_seconds(pids):
 
 def side_by_side(results, label, sides):
     """Each side's rate for `label` and its CPU milliseconds a request (of its PIDs and their
-    descendants), the sides taking turns for ROUNDS rounds of SECONDS / ROUNDS each, so that a burst
+    descendants), the sides taking turns for ROUNDS rounds of TURN seconds each, so that a burst
     of other load on the machine falls on both rather than on one. `sides`: (name, url, pids,
     wrk options)."""
     used = {name: [0, 0.0] for name, *_ in sides}  # requests, CPU seconds
     for turn in range(1, ROUNDS + 1):
         for name, url, pids, options in sides:
             cpu, served = cpu_seconds(pids), results.served.get(name, 0)
-            results.wrk(f"{name}: {label} ({turn}/{ROUNDS})", url, seconds=SECONDS / ROUNDS, server=name,
+            results.wrk(f"{name}: {label} ({turn}/{ROUNDS})", url, seconds=TURN, server=name,
                         **options)  # fmt: skip
             used[name][0] += results.served[name] - served
             used[name][1] += cpu_seconds(pids) - cpu
     for name, (requests_done, cpu) in used.items():
-        rate, per_request = requests_done / SECONDS, 1000 * cpu / max(requests_done, 1)
+        rate, per_request = requests_done / (TURN * ROUNDS), 1000 * cpu / max(requests_done, 1)
         results.rates[f"{name}: {label}"], results.cpu[f"{name}: {label}"] = rate, per_request
         print(f"  {name + ': ' + label:<46} {rate:8.0f} req/s   {per_request:6.3f} ms CPU a request"
               " (server + MariaDB)", flush=True)  # fmt: skip
