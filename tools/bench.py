@@ -401,9 +401,9 @@ def bench_mariadb(workdir, results, key, path):
         stop(minibase)
         rate = results.rates
         rows = [
-            at_least(f"MariaDB: key read / {BARE_MYSQL[7:]}", rate[KEY + MARIADB] / bound, 0.85),
-            at_least(f"MariaDB: {USER} / the same bound", rate[USER + MARIADB] / bound, 0.85),
-            at_least(f"MariaDB: {LIST} / the same bound", rate[LIST + MARIADB] / bound, 0.50),
+            at_least(f"MariaDB: key read / {BARE_MYSQL[7:]}", rate[KEY + MARIADB] / bound, 0.80),
+            at_least(f"MariaDB: {USER} / the same bound", rate[USER + MARIADB] / bound, 0.60),
+            at_least(f"MariaDB: {LIST} / the same bound", rate[LIST + MARIADB] / bound, 0.60),
         ]
         return rows + bench_php_crud_api(workdir, results, key, url, server)
     finally:
