@@ -379,7 +379,7 @@ def engine_options(url, db_timeout, threads=8):
     if url.startswith("mysql"):
         seconds = max(1, math.ceil(db_timeout))
         # Shared hosts drop idle connections; READ COMMITTED lets a waiting refresh see its winner.
-        options.update(pool_pre_ping=True, pool_recycle=280, isolation_level="READ COMMITTED")
+        options.update(pool_recycle=280, isolation_level="READ COMMITTED")  # pings: database.connections
         options.update(pool_timeout=db_timeout, pool_size=max(5, threads))
         options["connect_args"] = {
             "connect_timeout": seconds,

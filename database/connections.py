@@ -75,12 +75,13 @@ def init_app(app):
         sqlite = db.engine.dialect.name == "sqlite"
         if sqlite:
             event.listen(db.engine, "before_cursor_execute", transactions.start_deadline)
+        if not sqlite:
+            _remade_after_a_loss(db.engine)  # checked first: a connection to be made again needs no PING
+            _pinged_after_idling(db.engine)
         if isinstance(db.engine.pool, StaticPool | SingletonThreadPool):
             return  # an in-memory SQLite database: another engine would open another database
         options = {**app.config["SQLALCHEMY_ENGINE_OPTIONS"],
                    "isolation_level": "AUTOCOMMIT", "pool_reset_on_return": None}  # fmt: skip
-        if not sqlite:
-            options["pool_pre_ping"] = False
         reads = sa.create_engine(db.engine.url, **options)
         event.listen(reads, "connect", on_connect)
         _bounded_by_the_request(reads)
@@ -174,6 +175,36 @@ def _remade_after_a_loss(engine):
     def suspect(dbapi_connection, record, proxy):
         if record.info.get("made_at", -math.inf) <= lost_at[0]:
             raise sa.exc.DisconnectionError("made before a connection was lost")
+
+
+# Seconds a pooled MySQL connection may have sat unused and still be handed out without a PING.
+IDLE = 1.0
+
+
+def _pinged_after_idling(engine):
+    """A connection of `engine` that sat in the pool for more than IDLE seconds is pinged when it is
+    checked out, and made again, with every connection made before it, if it is dead: a server that
+    restarted or an idle timeout of the server's or of the network's. One used again sooner goes
+    out without the round trip (on a busy server, every one): if it died meanwhile, its first
+    statement fails, the unit of work runs again on a new connection (database.transactions), and
+    every connection made before it is made again too (`_remade_after_a_loss`)."""
+    dialect = engine.dialect
+    dbapi_error = dialect.loaded_dbapi.Error
+
+    @event.listens_for(engine, "checkin")
+    def idling(dbapi_connection, record):
+        record.info["idle_since"] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def pinged(dbapi_connection, record, proxy):
+        if time.monotonic() - record.info.get("idle_since", math.inf) <= IDLE:
+            return  # used a moment ago, or never checked in: made just now
+        try:
+            dbapi_connection.ping(reconnect=False)
+        except dbapi_error as exc:
+            if dialect.is_disconnect(exc, dbapi_connection, None):
+                raise sa.exc.InvalidatePoolError("the connection was lost while idle") from exc
+            raise
 
 
 def _disposed_with(engine, main):

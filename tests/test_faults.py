@@ -2,6 +2,7 @@
 connection killed at the end of a request. Each gets the documented JSON 503 in bounded time, and
 nothing a client did not see acknowledged is changed."""
 
+import logging
 import os
 import signal
 import subprocess
@@ -16,6 +17,7 @@ import pytest
 import requests
 import sqlalchemy as sa
 
+from database import connections
 from extensions import db, state
 from support import Api, free_port, serve_as_wsgi_py, serve_with_realtime
 
@@ -273,6 +275,70 @@ def test_reads_on_pooled_connections_the_server_killed_are_answered(
         cursor.execute("SET SESSION lock_wait_timeout = 2")
         cursor.execute(f"DROP TABLE `{database}`.notes")
     admin.close()
+
+
+def kill_connections(server_url, database):
+    """Every connection to `database` killed, as a restart or an idle timeout does; their ids."""
+    admin = mysql_connection(server_url)
+    with admin.cursor() as cursor:
+        cursor.execute("SELECT ID FROM information_schema.PROCESSLIST WHERE DB = %s", (database,))
+        killed = {row[0] for row in cursor.fetchall()}
+        for connection_id in killed:
+            cursor.execute(f"KILL {int(connection_id)}")
+    admin.close()
+    return killed
+
+
+@pytest.mark.mysql
+@pytest.mark.parametrize("backend", ["mysql"])
+def test_writes_on_pooled_connections_the_server_killed_are_answered(
+    make_app, anon_key, mariadb_server, database_url, tmp_path, caplog, monkeypatch
+):
+    """A pooled connection used again within IDLE seconds goes out without a PING: killed meanwhile,
+    the request meets it dead, runs its unit again once on a new connection, and every other
+    connection made before it is made again, so the client sees its answer (/health's 200, a
+    write's 201) and no write is made twice. One that sat idle longer is pinged at checkout and
+    made again before any statement."""
+    monkeypatch.setattr(connections, "IDLE", 0.5)
+    engine = sa.create_engine(database_url)
+    with engine.begin() as connection:
+        connection.exec_driver_sql("CREATE TABLE notes (id INT AUTO_INCREMENT PRIMARY KEY, body VARCHAR(20))")
+    engine.dispose()
+    config = tmp_path / "tables.toml"
+    config.write_text('[tables.notes]\nselect = "anon"\ninsert = "anon"\n')
+    app = make_app(TABLES_CONFIG=str(config))
+    api = Api(app, anon_key)
+    database = sa.make_url(database_url).database
+    assert api.post("/rest/v1/notes", json={"body": "warm"}).status_code == 201
+    with app.app_context():  # three connections in the pool, as a busy server has
+        held = [db.engine.raw_connection() for _ in range(3)]
+        for connection in held:
+            connection.close()
+
+    def writes(label):
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="minibase"):
+            for n in range(4):
+                assert api.get("/health").status_code == 200
+                assert api.post("/rest/v1/notes", json={"body": f"{label} {n}"}).status_code == 201
+        return [r for r in caplog.records if "trying again" in r.getMessage()]
+
+    killed = kill_connections(mariadb_server, database)
+    assert len(killed) >= 3
+    assert len(writes("at once")) == 1  # the first request met a dead connection; no other did
+    time.sleep(0.6)
+    killed |= kill_connections(mariadb_server, database)
+    assert writes("idle") == []  # the PING found it dead before the INSERT was sent
+
+    admin = mysql_connection(mariadb_server)
+    with admin.cursor() as cursor:
+        cursor.execute("SELECT ID FROM information_schema.PROCESSLIST WHERE DB = %s", (database,))
+        assert not {row[0] for row in cursor.fetchall()} & killed
+        cursor.execute(f"SELECT body FROM `{database}`.notes ORDER BY id")
+        bodies = [row[0] for row in cursor.fetchall()]
+        cursor.execute(f"DROP TABLE `{database}`.notes")
+    admin.close()
+    assert bodies == ["warm", *(f"at once {n}" for n in range(4)), *(f"idle {n}" for n in range(4))]
 
 
 FROZEN_DB_TIMEOUT = 2
