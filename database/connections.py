@@ -6,18 +6,24 @@ the REGEXP function the match/imatch filters use.
 
 The prepared reads (database.transactions.prepared) have an engine of their own, whose
 connections are in autocommit mode and are not reset when they go back to the pool. On MySQL a read
-is then one round trip, the SELECT, where the shared pool's connections take three (a ping at
-checkout, the SELECT, a ROLLBACK at checkin); each statement is its own transaction, which is what
-READ COMMITTED gave two statements of one read already (a snapshot per statement), and an idle
-connection holds no transaction, so no lock. On SQLite nothing changes but the cost: sqlite3 opens
-no transaction for a SELECT, so the rollback at checkin had nothing to undo. (An in-memory SQLite
-database has no second engine: it would open another, empty, database.) On MySQL a read on a
-connection that died is tried again on a new one (transactions.prepared), and a connection lost
-marks every connection made before it as suspect: each is made again at its next checkout, so a
-restarted server costs one retried read, not one per pooled connection."""
+is then one round trip, the SELECT, where the shared pool's connections take two (the SELECT, a
+ROLLBACK at checkin); each statement is its own transaction, which is what READ COMMITTED gave two
+statements of one read already (a snapshot per statement), and an idle connection holds no
+transaction, so no lock. A unit of work whose one statement is an INSERT runs it there too, its
+own transaction (transactions.execute). On SQLite nothing changes but the cost: sqlite3 opens no
+transaction for a SELECT, so the rollback at checkin had nothing to undo. (An in-memory SQLite
+database has no second engine: it would open another, empty, database.)
+
+On MySQL a connection checked out of either engine is made again if the server closed it, seen
+without a round trip, and pinged only if it sat unused for more than IDLE seconds; a read on a
+connection that died anyway is tried again on a new one (transactions.prepared), and a connection
+lost marks every connection made before it, in both engines, as suspect: each is made again at its
+next checkout, so a restarted server costs one retried read, not one per pooled connection."""
 
 import math
 import os
+import select
+import ssl
 import threading
 import time
 import weakref
@@ -75,9 +81,9 @@ def init_app(app):
         sqlite = db.engine.dialect.name == "sqlite"
         if sqlite:
             event.listen(db.engine, "before_cursor_execute", transactions.start_deadline)
+        losses = [-math.inf]  # when a connection of either engine was last lost (time.monotonic())
         if not sqlite:
-            _remade_after_a_loss(db.engine)  # checked first: a connection to be made again needs no PING
-            _pinged_after_idling(db.engine)
+            _checked_at_checkout(db.engine, losses)
         if isinstance(db.engine.pool, StaticPool | SingletonThreadPool):
             return  # an in-memory SQLite database: another engine would open another database
         options = {**app.config["SQLALCHEMY_ENGINE_OPTIONS"],
@@ -86,7 +92,7 @@ def init_app(app):
         event.listen(reads, "connect", on_connect)
         _bounded_by_the_request(reads)
         if not sqlite:
-            _remade_after_a_loss(reads)
+            _checked_at_checkout(reads, losses)
         _disposed_with(reads, db.engine)
         state().reads = reads
         if sqlite:
@@ -157,10 +163,20 @@ def _bounded_by_the_request(engine):
         )
 
 
-def _remade_after_a_loss(engine):
-    """A connection of `engine` made before another was lost is made again at its next checkout."""
-    lost_at = [-math.inf]
-    dbapi_error = engine.dialect.loaded_dbapi.Error
+# Seconds a pooled MySQL connection may have sat unused and still be handed out without a PING.
+IDLE = 1.0
+
+
+def _checked_at_checkout(engine, losses):
+    """What a connection of `engine` goes through when it is checked out, without a round trip on a
+    busy server: made again if it was made before a connection of either engine was lost (`losses`,
+    the time of the last loss: a restarted server costs one lost statement, not one per pooled
+    connection), or if the server closed it (a restart, KILL, its idle timeout: what the server
+    sends then is already in the socket); pinged if it sat in the pool for more than IDLE seconds (a
+    network that dropped it silently). A connection that dies past these checks fails its first
+    statement, and the unit of work runs again on a new one (database.transactions)."""
+    dialect = engine.dialect
+    dbapi_error = dialect.loaded_dbapi.Error
 
     @event.listens_for(engine, "connect")
     def made(dbapi_connection, record):
@@ -168,43 +184,43 @@ def _remade_after_a_loss(engine):
 
     @event.listens_for(engine, "invalidate")
     def lost(dbapi_connection, record, exception):
-        if isinstance(exception, dbapi_error):  # not the DisconnectionError below: no cascade
-            lost_at[0] = time.monotonic()
-
-    @event.listens_for(engine, "checkout")
-    def suspect(dbapi_connection, record, proxy):
-        if record.info.get("made_at", -math.inf) <= lost_at[0]:
-            raise sa.exc.DisconnectionError("made before a connection was lost")
-
-
-# Seconds a pooled MySQL connection may have sat unused and still be handed out without a PING.
-IDLE = 1.0
-
-
-def _pinged_after_idling(engine):
-    """A connection of `engine` that sat in the pool for more than IDLE seconds is pinged when it is
-    checked out, and made again, with every connection made before it, if it is dead: a server that
-    restarted or an idle timeout of the server's or of the network's. One used again sooner goes
-    out without the round trip (on a busy server, every one): if it died meanwhile, its first
-    statement fails, the unit of work runs again on a new connection (database.transactions), and
-    every connection made before it is made again too (`_remade_after_a_loss`)."""
-    dialect = engine.dialect
-    dbapi_error = dialect.loaded_dbapi.Error
+        if isinstance(exception, dbapi_error):  # not the DisconnectionErrors below: no cascade
+            losses[0] = time.monotonic()
 
     @event.listens_for(engine, "checkin")
     def idling(dbapi_connection, record):
         record.info["idle_since"] = time.monotonic()
 
     @event.listens_for(engine, "checkout")
-    def pinged(dbapi_connection, record, proxy):
-        if time.monotonic() - record.info.get("idle_since", math.inf) <= IDLE:
+    def checked(dbapi_connection, record, proxy):
+        info = record.info
+        if info.get("made_at", -math.inf) <= losses[0]:
+            raise sa.exc.DisconnectionError("made before a connection was lost")
+        if _closed_by_the_server(dbapi_connection):
+            raise sa.exc.DisconnectionError("closed by the server")
+        if time.monotonic() - info.get("idle_since", math.inf) <= IDLE:
             return  # used a moment ago, or never checked in: made just now
         try:
             dbapi_connection.ping(reconnect=False)
         except dbapi_error as exc:
             if dialect.is_disconnect(exc, dbapi_connection, None):
-                raise sa.exc.InvalidatePoolError("the connection was lost while idle") from exc
+                losses[0] = time.monotonic()
+                raise sa.exc.DisconnectionError("lost while idle") from exc
             raise
+
+
+def _closed_by_the_server(dbapi_connection):
+    """Whether a PyMySQL connection between commands has something to read: the end of the stream
+    of a connection the server closed, or the error it sent before closing it. (A TLS connection's
+    socket may hold records of TLS's own: it is not looked at.)"""
+    sock = getattr(dbapi_connection, "_sock", None)
+    if sock is None:
+        return True
+    if isinstance(sock, ssl.SSLSocket):
+        return False
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    return bool(poller.poll(0))
 
 
 def _disposed_with(engine, main):

@@ -11,16 +11,18 @@ whole unit of work again when the database refused it only because of another tr
   times the statement itself there. Values stay bound parameters, converted by the same bind and
   result processors SQLAlchemy uses; errors come out as SQLAlchemy's. On MySQL they run on the
   reads engine, each statement in autocommit (database.connections).
-- `execute(statement, values)`: a write compiled once (`prepare`: the table API's INSERT of a
-  row), run on the session's connection inside the unit of work, without SQLAlchemy's
-  per-execution work; errors come out as SQLAlchemy's.
+- `execute(statement, values, alone=False)`: a write compiled once (`prepare`: the table API's
+  INSERT of a row), run on the session's connection inside the unit of work, without SQLAlchemy's
+  per-execution work; errors come out as SQLAlchemy's. On MySQL, the one statement of a unit
+  (`alone`) runs in autocommit instead: one round trip, no COMMIT.
 - `end_session()`: the end of every request's session, a read's included.
 
 A unit is tried again, from its first statement, after a deadlock or a lock wait that timed out
 (MySQL 1213, 1205; on a Galera cluster a write that lost certification at COMMIT is reported as
-1213 too) and after a connection lost before COMMIT was sent. A connection lost during COMMIT is
-never retried: the commit may have happened. Past ATTEMPTS the error goes on, a 503. Attempts are
-spaced by a random, growing pause, so that writers who collided do not collide again in step.
+1213 too) and after a connection lost before COMMIT was sent. A connection lost during COMMIT, or
+during a statement that commits by itself (`execute`, alone), is never retried: the commit may
+have happened. Past ATTEMPTS the error goes on, a 503. Attempts are spaced by a random, growing
+pause, so that writers who collided do not collide again in step.
 
 A unit that starts inside another joins it: only the outermost commits. `CommitAndRaise` ends a
 unit with an error after committing what it wrote (a counted failure, a revoked session).
@@ -63,6 +65,9 @@ RETRYABLE_CODES = frozenset({1205, 1213})  # MySQL/MariaDB: lock wait timeout, d
 _inside = contextvars.ContextVar("minibase_transaction", default=False)
 _alongside = contextvars.ContextVar("minibase_alongside", default=None)
 _deadline = contextvars.ContextVar("minibase_database_deadline", default=None)  # time.monotonic()
+# Whether the running attempt sent a statement that commits by itself (`execute`, alone).
+_committing_alone = contextvars.ContextVar("minibase_committing_alone", default=False)
+COMMITS, ROLLS_BACK = "commits", "rolls back"  # what the running unit of work does at its end
 
 
 def bound_waits(seconds):
@@ -188,10 +193,11 @@ def transactional(work):
 def _run(work, args, kwargs, commit, read_only):
     if _inside.get():
         return work(*args, **kwargs)  # part of the unit already running: it commits or not
-    token = _inside.set(True)
+    token = _inside.set(COMMITS if commit else ROLLS_BACK)
     try:
         for attempt in range(1, ATTEMPTS + 1):
             committing = False
+            _committing_alone.set(False)
             try:
                 db.session.rollback()  # what the request read before is over: a fresh snapshot
                 stop = None
@@ -206,7 +212,8 @@ def _run(work, args, kwargs, commit, read_only):
                 committing = True
                 # A commit refused (a Galera certification failure) tries the whole unit again, the
                 # commit of a CommitAndRaise included: its counted failure must not be lost.
-                db.session.commit() if commit or stop is not None else db.session.rollback()
+                if db.session().in_transaction():
+                    db.session.commit() if commit or stop is not None else db.session.rollback()
                 if pending:
                     pending.clear()  # committed: the block's later units do not repeat it
                 if stop is not None:
@@ -216,7 +223,7 @@ def _run(work, args, kwargs, commit, read_only):
                 db.session.rollback()
                 if (
                     attempt == ATTEMPTS
-                    or not retryable(exc, committing)
+                    or not retryable(exc, committing or _committing_alone.get())
                     or not paused_for_another_attempt(attempt)
                 ):
                     raise
@@ -282,11 +289,51 @@ def prepared(values, *statements):
     raise AssertionError("unreachable")
 
 
-def execute(statement, values):
-    """Run a Prepared write (an INSERT) with `values` on the session's connection, inside the unit of
-    work's transaction, as session.execute would, without its per-execution work; the cursor's
-    lastrowid. Errors are SQLAlchemy's: a lost connection is invalidated (the unit may then be
-    tried again), a statement the database refused raised as its DBAPIError."""
+def execute(statement, values, alone=False):
+    """Run a Prepared write (an INSERT) with `values`; the cursor's lastrowid. `alone` says nothing
+    follows it in the unit of work: on MySQL, when it also comes first (the unit has not begun a
+    transaction) in a unit that commits, with nothing to run alongside, it runs in autocommit on a
+    connection of the reads engine, its own transaction, without a COMMIT's round trip nor the
+    session's work. A connection lost while it runs is then not tried again: it may have committed.
+    Anything else runs on the session's connection, inside the unit's transaction."""
+    if alone and _inside.get() == COMMITS and _alongside.get() is None and not db.session().in_transaction():
+        reads = state().reads
+        if reads is not None and reads.dialect.name == "mysql":
+            return _execute_alone(reads, statement, values)
+    return _execute(statement, values)
+
+
+def _execute_alone(engine, statement, values):
+    dialect = engine.dialect
+    parameters = bound_parameters(statement, values)
+    connection = cursor = None
+    try:
+        connection = engine.raw_connection()
+        cursor = connection.cursor()
+        _committing_alone.set(True)
+        cursor.execute(statement.sql, parameters)
+        return cursor.lastrowid
+    except dialect.loaded_dbapi.Error as exc:
+        lost = connection is not None and dialect.is_disconnect(exc, connection.dbapi_connection, cursor)
+        if lost:
+            connection.invalidate(exc)
+        raise DBAPIError.instance(
+            statement.sql, parameters, exc, dialect.loaded_dbapi.Error,
+            hide_parameters=engine.hide_parameters, connection_invalidated=lost, dialect=dialect,
+        ) from exc  # fmt: skip
+    finally:
+        if cursor is not None:
+            with contextlib.suppress(dialect.loaded_dbapi.Error):
+                cursor.close()
+        if connection is not None:
+            connection.close()  # back to the pool: nothing to roll back (autocommit)
+
+
+def _execute(statement, values):
+    """`statement` on the session's connection, inside the unit of work's transaction, as
+    session.execute would, without its per-execution work. Errors are SQLAlchemy's: a lost
+    connection is invalidated (the unit may then be tried again), a statement the database refused
+    raised as its DBAPIError."""
     connection = db.session.connection()
     dialect, pooled = connection.dialect, connection.connection
     parameters = bound_parameters(statement, values)

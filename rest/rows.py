@@ -227,7 +227,8 @@ def _create(table, access, write):
         upsert = writes.Upsert(target, write.prefer.resolution == "merge-duplicates", access.merge, defaulted)
     checked = _has_check(access.action, access.merge)
     wanted = write.prefer.returns != "minimal" or checked
-    keys, stored, inserted = writes.insert(table, rows, upsert, want_keys=wanted)
+    last = not checked and write.prefer.returns != "representation"
+    keys, stored, inserted = writes.insert(table, rows, upsert, want_keys=wanted, last=last)
     if checked:
         _check_written(table, keys, access.action, access.merge)
     if write.prefer.returns != "representation":

@@ -25,10 +25,11 @@ class Upsert:
 SKIPPED = object()  # an upsert's row left alone (ignore-duplicates)
 
 
-def insert(table, rows, upsert=None, want_keys=False):
+def insert(table, rows, upsert=None, want_keys=False, last=False):
     """Insert the rows (converted values) in one transaction. Returns the primary keys of the rows
     stored (inserted or merged) in order, when `want_keys`, how many rows were stored, and how
-    many of them were inserted rather than merged into an existing row."""
+    many of them were inserted rather than merged into an existing row. `last`: the unit of work
+    sends nothing after these rows (one row is then its own transaction where it can be)."""
     same_keys = len({frozenset(row) for row in rows}) == 1
     if not want_keys and upsert is None and same_keys and len(rows) > 1 and rows[0]:
         db.session.execute(sa.insert(table), rows)
@@ -38,7 +39,11 @@ def insert(table, rows, upsert=None, want_keys=False):
     if upsert is not None:
         lock_for_writing(table)
     for row in rows:
-        key, new = _upsert_row(table, row, upsert) if upsert is not None else (_insert_row(table, row), True)
+        key, new = (
+            _upsert_row(table, row, upsert)
+            if upsert is not None
+            else (_insert_row(table, row, alone=last and len(rows) == 1), True)
+        )
         if key is SKIPPED:
             continue
         stored += 1
@@ -48,14 +53,16 @@ def insert(table, rows, upsert=None, want_keys=False):
     return keys, stored, inserted
 
 
-def _insert_row(table, row):
+def _insert_row(table, row, alone=False):
     """The row inserted; its primary key, as SQLAlchemy's inserted_primary_key gives it: the values
     the row gives, the autoincrement column's from the cursor's lastrowid."""
     plan = _insert_plan(table, tuple(row)) if row else None
     if plan is None:
         result = db.session.execute(sa.insert(table).values(row) if row else sa.insert(table), {})
         return tuple(result.inserted_primary_key or ()) or None
-    rowid = transactions.execute(plan.statement, {f"v{n}": row[name] for n, name in enumerate(plan.names)})
+    rowid = transactions.execute(
+        plan.statement, {f"v{n}": row[name] for n, name in enumerate(plan.names)}, alone=alone
+    )
     if rowid is not None and plan.rowid is not None:
         rowid = plan.rowid(rowid)
     given = rowid is None or plan.autoincrement is None

@@ -64,9 +64,12 @@ def main():
     sa.event.listen(engine, "rollback", lambda *a: seen.append("ROLLBACK"))
     execute = transactions.execute
 
-    def execute_and_record(statement, values):  # a prepared write passes no SQLAlchemy event
-        seen.append(" ".join(statement.sql.split()))
-        return execute(statement, values)
+    def execute_and_record(statement, values, **options):  # a prepared write passes no SQLAlchemy event
+        seen.append(
+            " ".join(statement.sql.split())
+            + (" (alone: autocommit on MySQL)" if options.get("alone") else "")
+        )
+        return execute(statement, values, **options)
 
     transactions.execute = execute_and_record
     try:
