@@ -309,9 +309,10 @@ def serve(stored, file, wanted=None):
     mimetype = media_types.stored(stored.mimetype)
     essence = media_types.essence(mimetype)
     attachment = wanted is not None or essence in ACTIVE_TYPES or essence.endswith("+xml")
+    environ = request.environ  # once: each use of `request` is a lookup behind Flask's proxy
     response = send_file(
         file,
-        request.environ,
+        environ,
         mimetype=mimetype,
         as_attachment=attachment,
         download_name=(wanted or stored.name.rpartition("/")[2]) if attachment else None,
@@ -324,8 +325,8 @@ def serve(stored, file, wanted=None):
     response.last_modified = stored.updated_at
     response.headers["Cache-Control"] = stored.cache_control
     response.headers["Content-Security-Policy"] = SANDBOX
-    if not any(name in request.environ for name in CONDITIONAL_HEADERS):
+    if not any(name in environ for name in CONDITIONAL_HEADERS):
         # All that make_conditional adds to a plain GET (the server adds the Date).
         response.accept_ranges = "bytes"
         return response
-    return response.make_conditional(request.environ, accept_ranges=True, complete_length=stored.size)
+    return response.make_conditional(environ, accept_ranges=True, complete_length=stored.size)

@@ -3,6 +3,7 @@ parser: `image/svg+xml ;a=b` is image/svg+xml whatever the spaces, case or param
 An object's type is stored in one canonical spelling, and every decision on it (the bucket's
 allowed_mime_types, inline or attachment) is made on the type and subtype alone."""
 
+import functools
 import re
 from email.policy import default
 
@@ -43,9 +44,11 @@ def of_request(value):
     return spelled
 
 
+@functools.lru_cache(maxsize=1024)
 def stored(value):
     """A stored object's media type as it is served: the default for one that does not parse (an
-    object stored before types were read as media types)."""
+    object stored before types were read as media types). Remembered: the standard library's
+    parser cost a download more than its database read, and a service stores few types."""
     return parse(value) or DEFAULT
 
 
