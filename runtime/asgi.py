@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import uvicorn
 from a2wsgi.wsgi import build_environ
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 from werkzeug.exceptions import BadRequest, RequestHeaderFieldsTooLarge
 from werkzeug.wsgi import FileWrapper
 
@@ -37,13 +37,17 @@ BODY = "minibase.body"  # the scope's key for the request's body, read whole (re
 
 FILE_BLOCK = 256 * 1024  # a download's bytes per hand-over from the app's thread to the event loop
 WHOLE_BYTES = 256 * 1024  # a response up to this long (its Content-Length) is sent in one hand-over
+ZERO_COPY = "http.response.zerocopysend"  # ASGI's extension: a file sent with sendfile(2) (Cycle)
 
 
-def file_in_blocks(file, block_size=FILE_BLOCK):
-    """wsgi.file_wrapper: a file sent in blocks of at least FILE_BLOCK. Each block a streamed response
-    yields is handed from the app's thread to the event loop, which the thread waits for; werkzeug's
-    own 8 KB blocks made a 1 MB download 128 hand-overs, most of its cost."""
-    return FileWrapper(file, max(block_size, FILE_BLOCK))
+class SentFile(FileWrapper):
+    """wsgi.file_wrapper: a download's open file. Threads hands it to the event loop whole, in one
+    hand-over, to be sent with sendfile(2) (ZERO_COPY); where the server does not offer that, or a
+    middleware wraps the response, it is read in blocks of at least FILE_BLOCK (werkzeug's own 8 KB
+    blocks made a 1 MB download 128 hand-overs, most of its cost)."""
+
+    def __init__(self, file, block_size=FILE_BLOCK):
+        super().__init__(file, max(block_size, FILE_BLOCK))
 
 
 class Threads:
@@ -55,8 +59,10 @@ class Threads:
     (a2wsgi's four a request, the headers, the body, its end and the return, cost a read behind the
     gateway twice the CPU it costs under waitress). A response whose length is known and at most WHOLE_BYTES,
     or that has no body (HEAD, 204, 304), is made whole on the thread and comes back with the
-    thread's return: one hand-over. Any other (a download, a streamed export) is sent as it is
-    produced, a block a hand-over, the headers with the first block."""
+    thread's return: one hand-over. A whole file (a download, SentFile) goes with its headers in one
+    hand-over too, sent by the loop with sendfile(2) while the thread waits, then closed. Any other
+    (a range of a file, a streamed export) is sent as it is produced, a block a hand-over, the
+    headers with the first block."""
 
     def __init__(self, app, threads):
         self.app = app
@@ -90,6 +96,9 @@ class Threads:
         try:
             if started and _made_whole(environ, *started):
                 return _start(*started), b"".join(chunks)
+            if started and (whole_file := _zero_copy(environ, chunks, started[1])) is not None:
+                hand_over(_start(*started), whole_file)
+                return None
             for chunk in chunks:
                 if chunk:
                     hand_over(*([] if sent else [_start(*started)]), _body(chunk, more=True))
@@ -110,10 +119,33 @@ def _made_whole(environ, status, headers):
     """Whether the response is short enough, or bodiless, to be made whole on the thread."""
     if environ["REQUEST_METHOD"] == "HEAD" or status[:3] in ("204", "304"):
         return True
+    length = _content_length(headers)
+    return length is not None and length <= WHOLE_BYTES
+
+
+def _content_length(headers):
     for name, value in headers:
         if name.lower() == "content-length":
-            return value.isdigit() and int(value) <= WHOLE_BYTES
-    return False
+            return int(value) if value.isdigit() else None
+    return None
+
+
+def _zero_copy(environ, chunks, headers):
+    """The ZERO_COPY message that sends a response which is a whole file (SentFile) of a known
+    length, from where the file stands; None when the server does not offer it or the file is
+    not one the system can send from (an S3 object's stream)."""
+    if type(chunks) is not SentFile or ZERO_COPY not in environ["asgi.scope"].get("extensions", ()):
+        return None
+    length = _content_length(headers)
+    try:
+        file = chunks.file
+        file.fileno()
+        offset = file.tell()
+    except (AttributeError, OSError):  # io.UnsupportedOperation is an OSError
+        return None
+    if length is None:
+        return None
+    return {"type": ZERO_COPY, "file": file, "offset": offset, "count": length, "more_body": False}
 
 
 def _start(status, headers):
@@ -138,7 +170,7 @@ def application(app, realtime, threads):
         if length is not None:  # a chunked body's length, once it is in, as waitress gives it
             environ["CONTENT_LENGTH"] = str(length)
             environ.pop("HTTP_TRANSFER_ENCODING", None)
-        environ["wsgi.file_wrapper"] = file_in_blocks
+        environ["wsgi.file_wrapper"] = SentFile
         return app(environ, start_response)
 
     flask = Threads(with_body, threads)
@@ -268,6 +300,42 @@ class Server(uvicorn.Server):
         return await super().on_tick(counter)
 
 
+class Cycle(RequestResponseCycle):
+    """uvicorn's request and its answer, with ASGI's zero-copy send (ZERO_COPY): the file's bytes go
+    from the page cache to the socket by the kernel (loop.sendfile), never read into Python nor
+    copied through the transport's buffer, which cost a 1 MB download more CPU than all the rest
+    of its request."""
+
+    async def send(self, message):
+        if message["type"] != ZERO_COPY:
+            return await super().send(message)
+        if self.flow.write_paused and not self.disconnected:
+            await self.flow.drain()
+        if self.disconnected:
+            return
+        count = message["count"]
+        if not self.response_started or self.response_complete or self.chunked_encoding:
+            raise RuntimeError(f"Unexpected ASGI message '{ZERO_COPY}' here")
+        if count > self.expected_content_length:
+            raise RuntimeError("Response content longer than Content-Length")
+        try:
+            sent = await asyncio.get_running_loop().sendfile(
+                self.transport, message["file"], message.get("offset", 0), count
+            )
+        except OSError:  # the client hung up (a reset, a broken pipe)
+            return self.gone()
+        except RuntimeError:
+            if self.transport.is_closing():  # closed before the file could be sent
+                return self.gone()
+            raise
+        self.expected_content_length -= sent  # a file shorter than said fails the check below
+        await super().send(_body(b"", more=message.get("more_body", False)))
+
+    def gone(self):
+        self.disconnected = True
+        self.transport.close()
+
+
 class Protocol(HttpToolsProtocol):
     """uvicorn's HTTP/1.1 (httptools), bounded as server.py bounds waitress: a request's line and
     headers must be in within HEADER_SECONDS (of the connection's opening for its first request,
@@ -290,6 +358,13 @@ class Protocol(HttpToolsProtocol):
     def connection_made(self, transport):
         super().connection_made(transport)
         self.arm()
+
+    def _start_asgi_task(self, cycle, app):
+        # uvicorn makes its RequestResponseCycle by name: the request's own is made a Cycle here,
+        # before its task runs, and its scope says that it offers ZERO_COPY.
+        cycle.__class__ = Cycle
+        cycle.scope.setdefault("extensions", {})[ZERO_COPY] = {}
+        super()._start_asgi_task(cycle, app)
 
     def connection_lost(self, exc):
         self.disarm()
