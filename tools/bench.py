@@ -12,9 +12,10 @@ measured again with WORKERS=2, against itself with one worker.
 
 Environment: BENCH_SECONDS (5 per figure), BENCH_ROWS (20000), BENCH_BIG_ROWS (1000000),
 BENCH_SOAK (100000 requests before RSS is read), BENCH_MARIADB (on when mariadbd is installed),
-BENCH_ONLY=mysql, BENCH_ONLY=php or BENCH_ONLY=sqlite (only the MariaDB figures, only minibase
-against php-crud-api on MariaDB, or only the SQLite reads against their bound and the embedded
-read, with their goals: a quick run when working on them). The php-crud-api rows take api.php from
+BENCH_ONLY=mysql, BENCH_ONLY=php, BENCH_ONLY=sqlite or BENCH_ONLY=storage (only the MariaDB
+figures, only minibase against php-crud-api on MariaDB, only the SQLite reads against their bound
+and the embedded read, or only the downloads and uploads against theirs, with their goals: a quick
+run when working on them). The php-crud-api rows take api.php from
 BENCH_PHP_CRUD_API (a path) or download it (tools/bench_php.py).
 """
 
@@ -218,8 +219,11 @@ def main():
         if ONLY in ("mysql", "php"):
             report(bench_mariadb(workdir, results, key, path))
             return
+        if ONLY == "storage":
+            report(bench_storage(results, workdir))
+            return
         if ONLY not in ("", "sqlite"):
-            raise SystemExit(f"BENCH_ONLY={ONLY}: the subsets there are are mysql, php and sqlite")
+            raise SystemExit(f"BENCH_ONLY={ONLY}: the subsets there are are mysql, php, sqlite and storage")
         print(f"seeding {ROWS} rows ...", flush=True)
         seed(f"sqlite:///{path}", ROWS)
         ceiling, ceiling_url = start_ceiling(path)
