@@ -283,10 +283,45 @@ def paging_parameter(args, name):
     return int(raw)
 
 
+# The table reads parse_read made, by what they were made of: a client sends the same read again
+# and again (a row by its key, a page it polls), and its parse was a quarter of a key read.
+READS = {}
+MAX_READS = 1024  # kept reads; past that the cache starts afresh
+MAX_KEPT_QUERY = 2048  # characters: a longer query string is parsed every time, never kept
+
+
 def parse_read(exclude=()):
     """The query, and limit and offset intersected with a Range header, capped at MAX_ROWS.
-    `exclude`: query parameters that are not filters (a function's arguments)."""
+    `exclude`: query parameters that are not filters (a function's arguments). A table's read
+    (nothing excluded) is parsed once per query string, headers and settings it is made of: the
+    parse reads nothing else (no table, no caller), and a Read is immutable. What does not parse
+    raises every time, and is never kept."""
     asked = request._get_current_object()  # one lookup behind the proxy (gateway.before)
+    if exclude:
+        return _parse_read(asked, exclude)
+    environ, config = asked.environ, current_app.config
+    query = environ.get("QUERY_STRING", "")
+    key = (
+        query,
+        environ.get("HTTP_RANGE"),
+        environ.get("HTTP_RANGE_UNIT"),
+        environ.get("HTTP_PREFER"),  # werkzeug's headers read these environ keys, and nothing else
+        environ.get("HTTP_ACCEPT"),
+        config["MAX_ROWS"],
+        config["DB_TX_END"],
+        config["DB_AGGREGATES_ENABLED"],
+    )
+    found = READS.get(key)
+    if found is None:
+        found = _parse_read(asked, exclude)
+        if len(query) <= MAX_KEPT_QUERY:
+            if len(READS) >= MAX_READS:
+                READS.clear()
+            READS[key] = found
+    return found
+
+
+def _parse_read(asked, exclude):
     args = asked.args
     pairs = [(key, value) for key, value in args.items(multi=True) if key not in exclude]
     query = parse_query(pairs, args.get("select"), args.get("order"))

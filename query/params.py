@@ -7,13 +7,16 @@ Pure: no Flask, no I/O, no database connection.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from query.fields import field_name
 from query.filters import filters_and_names, parse_embedded
 from query.select import parse_select_tree
 from query.tree import STAR, EmbedItem, SelectItem
+
+NOTHING_EMBEDDED = MappingProxyType({})
 
 
 @dataclass(frozen=True)
@@ -22,13 +25,14 @@ class Query:
     resource's among them, with their path), the select tree, raw order, the order and paging of
     embedded resources by path, and `names`, the table's own columns it uses: when the reflected
     table lacks one, it is reflected again. `scoped`: a filter names an embedded resource; `plain`:
-    nothing of it concerns another table (no embed, no embedded filter or paging)."""
+    nothing of it concerns another table (no embed, no embedded filter or paging). Immutable all
+    through (tuples, a read-only mapping): one Query serves every request sent with its text."""
 
-    filters: list
+    filters: tuple
     select: str | None = None
     order: str | None = None
     tree: tuple = (STAR,)
-    embedded: dict = dataclasses.field(default_factory=dict)
+    embedded: Mapping = dataclasses.field(default_factory=lambda: NOTHING_EMBEDDED)
     names: frozenset = frozenset()
     scoped: bool = False
     plain: bool = True
@@ -57,7 +61,7 @@ class Query:
 
     def embeds_only(self) -> Query:
         """This query without the table's own filters: what shapes the embeds of a write's rows."""
-        return dataclasses.replace(self, filters=[])
+        return dataclasses.replace(self, filters=())
 
 
 def _order_field(part: str) -> str:
@@ -81,4 +85,13 @@ def parse_query(
     names |= {field_name(_order_field(part)) for part in (order or "").split(",")}
     embeds = any(isinstance(item, EmbedItem) for item in tree)
     plain = not (embeds or embedded or scoped)
-    return Query(nodes, select, order, tree, embedded, frozenset(names - {"", "*"}), scoped, plain)
+    return Query(
+        tuple(nodes),
+        select,
+        order,
+        tree,
+        MappingProxyType(embedded),
+        frozenset(names - {"", "*"}),
+        scoped,
+        plain,
+    )

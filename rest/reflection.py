@@ -287,8 +287,10 @@ def read_plan(table, query, grant, offset, limit):
     policy's SQL is the table's, from tables.toml); values, the owner's id and the policy's
     parameters included, are parameters and never part of the plan. The filters' values and shape
     come from one walk (sql.build), so a value is bound under its own condition's name or not at
-    all; their SQL expression is built only when the plan is made."""
-    where = sql.build(query.filters, table, db.engine.dialect.name, named=True, express=False)
+    all; their SQL expression is built only when the plan is made. That walk is kept per table as
+    reflected and filters (`walked`)."""
+    cache = state().schema
+    where = walked(cache, table, query.filters)
     key = (table, where.shape, query.select, query.order, bool(offset), limit is not None,
            grant.policy.rules["select"], grant.owner_id is not None, grant.using is not None)  # fmt: skip
     values = {**where.values, **grant.plan_values()}
@@ -296,7 +298,6 @@ def read_plan(table, query, grant, offset, limit):
         values["offset"] = offset
     if limit is not None:
         values["limit"], values["span"] = limit, offset + limit
-    cache = state().schema
     plans = cache.plans
     found = plans.get(key)
     with cache.lock:
@@ -308,6 +309,23 @@ def read_plan(table, query, grant, offset, limit):
         elif key in plans:
             plans.move_to_end(key)
     return found, values
+
+
+MAX_WALKS = 1024
+
+
+def walked(cache, table, filters):
+    """The shape and values (sql.Where, no expression) of `filters` on `table`, from the cache: a
+    pure function of the two, since the table as reflected (a new object when reflected again) says
+    each column's type, and the filters hold every value. A walk that fails raises every time."""
+    key = (table, filters)
+    found = cache.walks.get(key)
+    if found is None:
+        found = sql.build(filters, table, db.engine.dialect.name, named=True, express=False)
+        if len(cache.walks) >= MAX_WALKS:
+            cache.walks.clear()
+        cache.walks[key] = found
+    return found
 
 
 def _plan(table, query, grant, offset, limit, where):

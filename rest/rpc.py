@@ -148,7 +148,7 @@ def _table_rows(function, values, read, who, max_affected):
     if max_affected is not None and len(found) > max_affected:
         raise rows.too_many(len(found))
     keys = tuple(dict.fromkeys(str(row[key[0]]) for row in found if row[key[0]] is not None))
-    query = dataclasses.replace(read.query, filters=[*read.query.filters, tree.Condition(key[0], "in", keys)])
+    query = dataclasses.replace(read.query, filters=(*read.query.filters, tree.Condition(key[0], "in", keys)))
     if function.returns == "rows" and (read.query.order or read.query.aggregates_anywhere()):
         return rows.read(function.table, who, dataclasses.replace(read, query=query))
     if function.returns == "rows":

@@ -6,6 +6,7 @@ from decimal import Decimal
 
 import sqlalchemy as sa
 
+from blueprints import rest as rest_views
 from database import transactions
 from extensions import db, state
 from rest import reflection
@@ -208,3 +209,78 @@ def test_floats_read_with_no_conversion_left_where_the_driver_reads_floats(rest)
     assert found == [(1.5, Decimal("1.50"))] and type(found[0].price) is float
     [processors] = prepared.results.values()
     assert processors[0] is None
+
+
+# --- a read parsed once per query string and headers (blueprints.rest.parse_read), its filters
+# walked once per table (reflection.walked)
+
+EVERY_ITEM = ["Apple", "apple pie", "Banana", "cherry_tart", "Date"]
+
+
+def test_a_kept_parse_serves_only_the_request_it_was_made_of(rest):
+    """Each input of a read's parse, changed under the same query string, changes the answer: a parse
+    kept under a key that left one out would answer with the first request's."""
+    query = "/rest/v1/items?select=name&order=id"
+    get = rest.anon.get
+    assert names(get(query)) == EVERY_ITEM
+    assert names(get(query, headers={"Range": "1-2"})) == ["apple pie", "Banana"]
+    assert get(query, headers={"Range": "1-2", "Range-Unit": "bytes"}).status_code == 400
+    assert get(query, headers={"Prefer": "count=exact"}).headers["Content-Range"] == "0-4/5"
+    assert get(query, headers={"Accept": "text/csv"}).get_data(as_text=True).startswith("name\nApple\n")
+    rest.app.config["MAX_ROWS"] = 2
+    assert names(get(query)) == ["Apple", "apple pie"]
+    rest.app.config["MAX_ROWS"] = 1000
+    assert names(get(query)) == EVERY_ITEM
+    assert get(query).headers["Content-Range"] == "0-4/*"
+
+
+def test_a_kept_parse_follows_the_settings_it_depends_on(rest):
+    counted = "/rest/v1/items?select=count()"
+    rest.app.config["DB_AGGREGATES_ENABLED"] = True
+    assert rest.anon.get(counted).json == [{"count": 5}]
+    rest.app.config["DB_AGGREGATES_ENABLED"] = False
+    assert rest.anon.get(counted).status_code == 400
+    query, rollback = "/rest/v1/items?select=name&id=eq.1", {"Prefer": "tx=rollback"}
+    rest.app.config["DB_TX_END"] = "commit-allow-override"
+    assert rest.anon.get(query, headers=rollback).headers["Preference-Applied"] == "tx=rollback"
+    rest.app.config["DB_TX_END"] = "commit"
+    assert "Preference-Applied" not in rest.anon.get(query, headers=rollback).headers
+
+
+def test_a_read_that_does_not_parse_is_refused_every_time(rest):
+    for _ in range(2):
+        assert rest.anon.get("/rest/v1/items?select=name(").status_code == 400
+        assert rest.anon.get("/rest/v1/items?id=eq.1", headers={"Accept": "image/png"}).status_code == 406
+
+
+def test_a_filters_walk_is_of_the_table_as_reflected_now(rest, monkeypatch):
+    """The same filter on a column that became text: its value is bound as text now, not as the
+    boolean the table's first reflection made of it."""
+    query = "/rest/v1/gone?select=id&flag=eq.true"
+    rest.execute(sa.text("CREATE TABLE gone (id INTEGER PRIMARY KEY, flag BOOLEAN)"))
+    try:
+        rest.execute(sa.text("INSERT INTO gone (id, flag) VALUES (1, 1)"))
+        assert rest.anon.get(query).json == [{"id": 1}]
+        rest.execute(sa.text("DROP TABLE gone"))
+        rest.execute(sa.text("CREATE TABLE gone (id INTEGER PRIMARY KEY, flag VARCHAR(10))"))
+        rest.execute(sa.text("INSERT INTO gone (id, flag) VALUES (2, 'true')"))
+        monkeypatch.setattr(reflection, "MAX_AGE", 0)
+        assert rest.anon.get(query).json == [{"id": 2}]
+    finally:
+        rest.execute(sa.text("DROP TABLE IF EXISTS gone"))
+
+
+def test_walks_are_bounded(rest, monkeypatch):
+    monkeypatch.setattr(reflection, "MAX_WALKS", 3)
+    for n in range(1, 6):
+        assert names(rest.anon.get(f"/rest/v1/items?id=eq.{n}&select=name")) == [EVERY_ITEM[n - 1]]
+    with rest.app.app_context():
+        assert 0 < len(state().schema.walks) <= 3
+
+
+def test_kept_parses_are_bounded(rest, monkeypatch):
+    monkeypatch.setattr(rest_views, "READS", {})
+    monkeypatch.setattr(rest_views, "MAX_READS", 3)
+    for n in range(1, 6):
+        assert names(rest.anon.get(f"/rest/v1/items?id=eq.{n}&select=name")) == [EVERY_ITEM[n - 1]]
+    assert 0 < len(rest_views.READS) <= 3
