@@ -33,7 +33,7 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.pool import SingletonThreadPool, StaticPool
 
-from database import transactions
+from database import results, transactions
 from extensions import db, state
 from query import dialects
 
@@ -131,11 +131,27 @@ class _CutToTheRequest:
 
 class BoundedConnection(pymysql.connections.Connection):
     """PyMySQL's connection, whose connect, read and write timeouts (the attributes it reads before
-    each connect, read and write) are cut to what the request has left to wait on the database."""
+    each connect, read and write) are cut to what the request has left to wait on the database, and
+    whose results are read with less work per value (database.results)."""
 
     connect_timeout = _CutToTheRequest()
     _read_timeout = _CutToTheRequest()
     _write_timeout = _CutToTheRequest()
+
+    def __init__(self, *args, **kwargs):
+        self.known_columns = {}  # column definitions met, by their bytes (database.results)
+        super().__init__(*args, **kwargs)
+
+    def _read_query_result(self, unbuffered=False):  # PyMySQL's, with results.Result
+        if unbuffered:
+            return super()._read_query_result(unbuffered)
+        self._result = None
+        result = results.Result(self)
+        result.read()
+        self._result = result
+        if result.server_status is not None:
+            self.server_status = result.server_status
+        return result.affected_rows
 
     # No command since a COMMIT or ROLLBACK that succeeded, so no transaction is open: the pool's
     # ROLLBACK when a connection goes back after a write committed is then skipped, a round trip

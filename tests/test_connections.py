@@ -52,3 +52,60 @@ def test_a_rollback_is_skipped_only_right_after_a_commit_or_a_rollback(database_
     finally:
         connection.close()
         other.close()
+
+
+COLUMNS = (
+    "id INT PRIMARY KEY, tiny TINYINT, big BIGINT UNSIGNED, exact DECIMAL(12,3), single FLOAT, "
+    "dbl DOUBLE, flags BIT(10), day DATE, moment DATETIME(6), stamp TIMESTAMP NULL, span TIME(3), "
+    "yr YEAR, code CHAR(3), name VARCHAR(400), body MEDIUMTEXT, raw BLOB, bin VARBINARY(20), "
+    "doc JSON, mood ENUM('glad','sad'), tags SET('a','b','c')"
+)
+VALUES = [
+    "1, -128, 18446744073709551615, -123456789.125, 1.5, 0.1, b'1010101010', '2024-02-29', "
+    "'2024-02-29 23:59:59.123456', '2024-01-01 00:00:01', '-838:59:59.999', 2155, 'abc', "
+    "REPEAT('é', 400), REPEAT('x', 70000), X'00FF10', X'DEADBEEF', '{\"a\": [1, \"ü\"]}', 'sad', 'a,c'",
+    ", ".join(["2"] + ["NULL"] * 19),
+    "3, 0, 0, 0, 0, 0, b'0', '1000-01-01', '1000-01-01 00:00:00', NULL, '00:00:00', 1901, '', '', '', '', "
+    "'', 'null', 'glad', ''",
+    "4, 127, 250, 1, -3.25, 1e300, b'1', '9999-12-31', '9999-12-31 23:59:59.999999', NULL, '12:00:00.5', "
+    "2024, 'xyz', REPEAT('y', 251), REPEAT('z', 65536), REPEAT(X'01', 300), X'', '[]', NULL, 'b'",
+]
+
+
+@pytest.mark.mysql
+@pytest.mark.parametrize("backend", ["mysql"])
+def test_results_read_as_pymysql_reads_them(database_url):
+    """Every type's values, NULLs, and the lengths that take 1, 3 and 4 bytes to say: the rows and
+    descriptions a BoundedConnection reads (database.results), the second time from the column
+    definitions it kept, are PyMySQL's own."""
+    url = make_url(database_url)
+    options = {"host": url.host, "port": url.port, "user": url.username, "database": url.database,
+               "charset": "utf8mb4"}  # fmt: skip
+    ours, theirs = BoundedConnection(**options), pymysql.connect(**options)
+    try:
+        cursor, plain = ours.cursor(), theirs.cursor()
+        cursor.execute(f"CREATE TABLE every_type ({COLUMNS}) ENGINE=InnoDB")
+        for values in VALUES:
+            cursor.execute(f"INSERT INTO every_type VALUES ({values})")
+        ours.commit()
+        queries = [
+            "SELECT * FROM every_type ORDER BY id",
+            "SELECT id, name AS other, 1 + 1, NULL, 'é' FROM every_type WHERE id > 1 ORDER BY id DESC",
+            "SELECT * FROM every_type WHERE id = 99",  # no rows
+        ]
+        for query in queries * 2:  # the second time, from the column definitions kept
+            plain.execute(query)
+            cursor.execute(query)
+            assert cursor.fetchall() == plain.fetchall()
+            assert cursor.description == plain.description
+        assert ours.known_columns
+        with pytest.raises(pymysql.err.OperationalError) as refused:  # errors are PyMySQL's
+            cursor.execute("SELECT no_such_column FROM every_type")
+        assert refused.value.args[0] == 1054
+        cursor.execute("SELECT COUNT(*) FROM every_type")
+        assert cursor.fetchall() == ((4,),)
+        theirs.rollback()  # its reads' transaction would hold the table
+        cursor.execute("DROP TABLE every_type")
+    finally:
+        ours.close()
+        theirs.close()
