@@ -65,14 +65,16 @@ def before():
     """Every request, before its view: the clock starts (the request's DB_TIMEOUT for the database
     too), a preflight is answered, the key checked. The request is looked up behind Flask's proxy
     once, here and in `after`: each use of `request` costs that lookup, about ten times reading
-    an attribute, and these run on every request."""
-    g.started = time.perf_counter()
-    transactions.bound_waits(current_app.config["DB_TIMEOUT"])
+    an attribute, and these run on every request. So do `g` and `current_app`."""
+    context = g._get_current_object()
+    context.started = time.perf_counter()
+    config = current_app.config
+    transactions.bound_waits(config["DB_TIMEOUT"])
     asked = request._get_current_object()
     audit.begin(client_ip(asked), door(asked.path))
     if (refused := asked.environ.get(REFUSED_BY_SERVER)) is not None:
         raise refused  # the server could not read the request (runtime.server.Refusal)
-    return answer_preflight(asked) or require_api_key(asked)
+    return answer_preflight(asked) or require_api_key(asked, context, config["JWT_SECRET"])
 
 
 def door(path):
@@ -102,14 +104,15 @@ def answer_preflight(asked):
     return None
 
 
-def require_api_key(asked):
+def require_api_key(asked, context, secret):
     """before_request: every /auth/v1, /rest/v1 and /storage/v1 request carries a valid key, but a browser's
-    preflight and the OPEN_ROUTES."""
+    preflight and the OPEN_ROUTES. The key's role goes to `context` (the request's `g`); `secret` is
+    JWT_SECRET."""
     path, method = asked.path, asked.method
     if not path.startswith(PROTECTED_PREFIXES) or method == "OPTIONS":
         return
     if (method, path.rstrip("/")) in OPEN_ROUTES or path.startswith(OPEN_PREFIXES.get(method, ())):
-        g.api_key_role = "anon"
+        context.api_key_role = "anon"
         return
     key = asked.headers.get("apikey") or asked.args.get("apikey")
     if not key:
@@ -121,7 +124,7 @@ def require_api_key(asked):
             details="",  # Supabase's gateway, not PostgREST, says it
             api="rest",
         )
-    role = api_key_role(key)
+    role = api_key_role(key, secret)
     if role is None:
         raise APIError(
             401,
@@ -132,7 +135,7 @@ def require_api_key(asked):
             api="rest",
         )
     refuse_secret_key_in_browser(key, asked)
-    g.api_key_role = role
+    context.api_key_role = role
 
 
 def refuse_secret_key_in_browser(key, asked):
@@ -218,14 +221,15 @@ def require_service_role():
 
 def echo_api_version(response, asked):
     """Tell an official client which auth API version answered."""
-    version = asked.headers.get(responses.API_VERSION_HEADER)
-    if version and asked.path.startswith("/auth/"):
+    if asked.path.startswith("/auth/") and (version := asked.headers.get(responses.API_VERSION_HEADER)):
         response.headers[responses.API_VERSION_HEADER] = version
     return response
 
 
 def secure_headers(response, asked):
-    response.status = STATUS_LINES.get(response.status_code, response.status)
+    line = STATUS_LINES.get(response.status_code)
+    if line is not None and line != response.status:  # "200 OK" is already HTTP's and Werkzeug's
+        response.status = line
     response.headers["X-Content-Type-Options"] = "nosniff"
     if response.status_code in (201, 204) and response.calculate_content_length() == 0:
         del response.headers["Content-Type"]  # nothing to label, least of all as text/html
@@ -267,7 +271,7 @@ def logged_path(asked):
 def log_request(response, asked):
     if not request_log.isEnabledFor(logging.INFO):
         return response  # the line would be dropped: spare parsing the query for it
-    started = g.get("started")
+    started = getattr(g._get_current_object(), "started", None)
     took = (time.perf_counter() - started) * 1000 if started is not None else 0.0
     request_log.info("%s %s %s %.1fms", asked.method, logged_path(asked), response.status_code, took)
     return response
