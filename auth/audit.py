@@ -6,7 +6,7 @@ Who is acting and from where is the request's, which services do not read: the v
 once per request (`begin`, `acting`), and `record` reads it from a context variable."""
 
 import contextvars
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from sqlalchemy import func, insert, or_, select
 
@@ -40,7 +40,8 @@ def begin(ip, via):
 def acting(actor, actor_id=None, via=None):
     """The caller is known: the service key ("service_role"), or an admin in the dashboard."""
     current = _context.get() or COMMAND_LINE
-    _context.set(replace(current, actor=actor, actor_id=actor_id, via=via or current.via))
+    # Made directly: dataclasses.replace takes several times as long, on every signed-in request.
+    _context.set(Context(current.ip, via or current.via, actor, actor_id))
 
 
 def record(action, target=None, details=None, actor=None, actor_id=None):
