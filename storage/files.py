@@ -6,9 +6,11 @@ transaction that records it is open; the key is unknown to every row until that 
 import hashlib
 import logging
 import os
+import queue
 import secrets
 import shutil
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +19,7 @@ from errors import Storage, object_too_large, storage_error
 from extensions import state
 
 CHUNK = 256 * 1024
+QUEUED = 4  # chunks an upload may hold in memory waiting for its md5 (Md5)
 
 log = logging.getLogger("minibase")
 
@@ -40,15 +43,67 @@ def new_key():
     return secrets.token_hex(16)
 
 
+class Md5:
+    """The md5 of the chunks given to `update`, in order, computed on a thread of its own from the
+    second chunk on, while the caller copies the next ones and flushes the file: hashlib lets go
+    of the GIL, and md5 runs at about a disk's speed (635 MB/s here, where a file is written and
+    fsynced at 270-620 MB/s), so one after the other they took twice as long as either. At most
+    QUEUED chunks wait for it; a body of one chunk is hashed where it is, without a thread."""
+
+    def __init__(self):
+        self.digest = hashlib.md5(usedforsecurity=False)
+        self.first = None
+        self.chunks = None
+        self.thread = None
+        self.failed = None
+
+    def update(self, chunk):
+        if self.thread is None:
+            if self.first is None:
+                self.first = chunk
+                return
+            self.chunks = queue.Queue(QUEUED)
+            self.thread = threading.Thread(target=self._hash, name="md5", daemon=True)
+            self.thread.start()
+            self.chunks.put(self.first)
+            self.first = None
+        self.chunks.put(chunk)
+
+    def _hash(self):
+        while (chunk := self.chunks.get()) is not None:
+            if self.failed is None:  # after a failure, only take the chunks so that no put waits
+                try:
+                    self.digest.update(chunk)
+                except BaseException as exc:
+                    self.failed = exc
+
+    def hexdigest(self):
+        self.stop()
+        if self.first is not None:
+            self.digest.update(self.first)
+            self.first = None
+        if self.failed is not None:
+            raise self.failed
+        return self.digest.hexdigest()
+
+    def stop(self):
+        """Let the thread finish what is queued and end; again, nothing more happens."""
+        if self.thread is not None:
+            self.chunks.put(None)
+            self.thread.join()
+            self.thread = None
+
+
 def receive(stream, limit, directory):
-    """Copy `stream` into a new temporary file in `directory`, chunk by chunk; a 413 past `limit`
-    bytes, and no file left behind when anything goes wrong (a client that hangs up included)."""
+    """Copy `stream` into a new temporary file in `directory`, chunk by chunk, with its md5 (Md5);
+    a 413 past `limit` bytes, and no file left behind when anything goes wrong (a client that hangs
+    up included)."""
     try:
         os.makedirs(directory, exist_ok=True)
         fd, path = tempfile.mkstemp(dir=directory, prefix="upload-")
     except OSError:
         raise disk_unavailable() from None
-    digest, size = hashlib.md5(usedforsecurity=False), 0
+    digest, size = Md5(), 0
     try:
         with os.fdopen(fd, "wb") as file:
             while True:
@@ -62,12 +117,14 @@ def receive(stream, limit, directory):
                 file.write(chunk)
             file.flush()
             os.fsync(file.fileno())  # on disk before a committed row can name it, power cuts included
+        md5 = digest.hexdigest()
     except BaseException as exc:
+        digest.stop()
         os.unlink(path)
         if isinstance(exc, OSError):
             raise disk_unavailable() from None  # full, read-only, gone: the client's body was fine
         raise
-    return Received(path, size, digest.hexdigest())
+    return Received(path, size, md5)
 
 
 def disk_unavailable():

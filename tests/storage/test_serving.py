@@ -1,20 +1,24 @@
 """Downloads on a real socket, as `python wsgi.py` serves them: under uvicorn (Realtime on), where
 the loop sends a whole file with sendfile(2) (runtime.asgi.Cycle), and under waitress. Every byte,
 the headers, ranges and 304s, connections kept alive across downloads, and clients that hang up
-halfway through one."""
+halfway through one. And an upload's bytes and md5, hashed on a thread beside the copy."""
 
 import asyncio
+import hashlib
 import http.client
 import io
 import socket
 import threading
 
 import pytest
+from werkzeug.exceptions import ClientDisconnected
 
+from errors import APIError
 from runtime import asgi
+from storage import files
 from support import serve_as_wsgi_py, serve_with_realtime
 
-pytestmark = pytest.mark.parametrize("backend", ["sqlite"])  # the server is under test, not the database
+SQLITE = pytest.mark.parametrize("backend", ["sqlite"])  # the server is under test, not the database
 
 OBJECTS = "/storage/v1/object"
 PAYLOAD = bytes(range(256)) * 4096 + b"end"  # 1 MB and 3 bytes: no block boundary at its end
@@ -38,6 +42,7 @@ def get(connection, headers, method="GET", path=f"{OBJECTS}/private/big.bin"):
     return answer, answer.read()
 
 
+@SQLITE
 def test_a_download_is_every_byte_with_its_headers_on_a_kept_alive_connection(served):
     port, key = served
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
@@ -47,7 +52,10 @@ def test_a_download_is_every_byte_with_its_headers_on_a_kept_alive_connection(se
         assert answer.headers["Content-Length"] == str(len(PAYLOAD))
         assert answer.headers["Content-Type"] == "image/png" and answer.headers["Accept-Ranges"] == "bytes"
         assert answer.headers["X-Content-Type-Options"] == "nosniff"
-        assert answer.headers["ETag"] and answer.headers["Last-Modified"]
+        assert (
+            answer.headers["ETag"] == f'"{hashlib.md5(PAYLOAD).hexdigest()}"'
+            and answer.headers["Last-Modified"]
+        )
     part, body = get(connection, {**key, "Range": "bytes=1048570-"})
     assert part.status == 206 and body == PAYLOAD[1048570:]
     assert part.headers["Content-Range"] == f"bytes 1048570-{len(PAYLOAD) - 1}/{len(PAYLOAD)}"
@@ -60,6 +68,7 @@ def test_a_download_is_every_byte_with_its_headers_on_a_kept_alive_connection(se
     connection.close()
 
 
+@SQLITE
 def test_clients_that_hang_up_halfway_leave_the_server_serving(served, caplog):
     """More clients than threads each read the start of the file and hang up (some with a reset):
     no thread is left waiting on them, nothing is logged as an error, and the next download is
@@ -80,6 +89,7 @@ def test_clients_that_hang_up_halfway_leave_the_server_serving(served, caplog):
     assert [record.getMessage() for record in caplog.records if record.levelname == "ERROR"] == []
 
 
+@SQLITE
 def test_a_whole_file_goes_to_the_loop_in_one_message_where_the_server_sends_files(app, service):
     """Under uvicorn the thread hands the open file over once (ASGI's zero-copy send), with where
     to start and how much to send; a response that is not a file on disk goes in blocks."""
@@ -116,3 +126,36 @@ def test_a_whole_file_goes_to_the_loop_in_one_message_where_the_server_sends_fil
     stream = asgi.SentFile(io.BytesIO(PAYLOAD))  # an S3 object's body: no file descriptor
     scope = {"asgi.scope": {"extensions": {asgi.ZERO_COPY: {}}}}
     assert asgi._zero_copy(scope, stream, [("Content-Length", str(len(PAYLOAD)))]) is None
+
+
+@pytest.mark.parametrize("size", [0, 1, files.CHUNK, files.CHUNK + 1, 9 * files.CHUNK + 5])
+def test_a_body_is_received_whole_with_its_md5(tmp_path, size):
+    """Around the chunks' edges: one chunk is hashed in place, more on the md5 thread, in order."""
+    data = bytes(range(256)) * (size // 256) + b"x" * (size % 256)
+    received = files.receive(io.BytesIO(data), len(data), tmp_path)
+    assert received.size == size and received.md5 == hashlib.md5(data).hexdigest()
+    with open(received.path, "rb") as stored:
+        assert stored.read() == data
+
+
+def test_a_body_cut_off_or_too_large_leaves_no_file_and_no_md5_thread(tmp_path):
+    class Cut(io.RawIOBase):
+        sent = 0
+
+        def readable(self):
+            return True
+
+        def readinto(self, buffer):
+            if self.sent > 3 * files.CHUNK:
+                raise ClientDisconnected()
+            self.sent += len(buffer)
+            buffer[:] = b"x" * len(buffer)
+            return len(buffer)
+
+    before = threading.active_count()
+    with pytest.raises(ClientDisconnected):
+        files.receive(io.BufferedReader(Cut()), 10 * files.CHUNK, tmp_path)
+    with pytest.raises(APIError) as large:
+        files.receive(io.BytesIO(b"x" * (5 * files.CHUNK)), 4 * files.CHUNK, tmp_path)
+    assert large.value.status == 413
+    assert list(tmp_path.iterdir()) == [] and threading.active_count() == before
