@@ -6,9 +6,11 @@ import base64
 import binascii
 import re
 import unicodedata
+from urllib.parse import quote
 
 from flask import Blueprint, abort, current_app, json, request
-from werkzeug.utils import send_file
+from werkzeug.http import dump_options_header, http_date, quote_etag
+from werkzeug.wsgi import wrap_file
 
 from auth import tokens
 from auth.identity import Identity, acting_user
@@ -305,28 +307,35 @@ CONDITIONAL_HEADERS = ("HTTP_RANGE", "HTTP_IF_RANGE", "HTTP_IF_MATCH", "HTTP_IF_
 
 def serve(stored, file, wanted=None):
     """The object's bytes, streamed: conditional (ETag, Last-Modified, 304), ranges (206), its
-    Cache-Control, never rendered as a page of this origin. `wanted`: download_name's answer."""
+    Cache-Control, never rendered as a page of this origin. `wanted`: download_name's answer. The
+    response is made with all its headers at once: send_file and a header set at a time cost a
+    download a tenth of its CPU."""
     mimetype = media_types.stored(stored.mimetype)
     essence = media_types.essence(mimetype)
-    attachment = wanted is not None or essence in ACTIVE_TYPES or essence.endswith("+xml")
     environ = request.environ  # once: each use of `request` is a lookup behind Flask's proxy
-    response = send_file(
-        file,
-        environ,
-        mimetype=mimetype,
-        as_attachment=attachment,
-        download_name=(wanted or stored.name.rpartition("/")[2]) if attachment else None,
-        conditional=False,
-        etag=False,
-        response_class=current_app.response_class,
+    headers = {
+        "Content-Length": str(stored.size),
+        "ETag": quote_etag(stored.etag),
+        "Last-Modified": http_date(stored.updated_at),
+        "Cache-Control": stored.cache_control,
+        "Content-Security-Policy": SANDBOX,
+        "Accept-Ranges": "bytes",
+    }
+    if wanted is not None or essence in ACTIVE_TYPES or essence.endswith("+xml"):
+        headers["Content-Disposition"] = attachment(wanted or stored.name.rpartition("/")[2])
+    response = current_app.response_class(
+        wrap_file(environ, file), mimetype=mimetype, headers=headers, direct_passthrough=True
     )
-    response.content_length = stored.size
-    response.set_etag(stored.etag)
-    response.last_modified = stored.updated_at
-    response.headers["Cache-Control"] = stored.cache_control
-    response.headers["Content-Security-Policy"] = SANDBOX
     if not any(name in environ for name in CONDITIONAL_HEADERS):
-        # All that make_conditional adds to a plain GET (the server adds the Date).
-        response.accept_ranges = "bytes"
-        return response
+        return response  # all that make_conditional adds to a plain GET (the server adds the Date)
     return response.make_conditional(environ, accept_ranges=True, complete_length=stored.size)
+
+
+def attachment(name):
+    """Content-Disposition: attachment with `name`, as werkzeug's send_file writes it: a name
+    outside ASCII as RFC 6266's filename*=UTF-8''… beside its closest ASCII spelling."""
+    if name.isascii():
+        return dump_options_header("attachment", {"filename": name})
+    simple = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode("ascii")
+    quoted = quote(name, safe="!#$&+-.^_`|~")  # RFC 5987's attr-char
+    return dump_options_header("attachment", {"filename": simple, "filename*": f"UTF-8''{quoted}"})
