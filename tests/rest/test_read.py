@@ -173,6 +173,13 @@ def test_pages_of_an_order_place_nulls_as_postgresql(rest):
                 query += "" if limit is None else f"&limit={limit}"
                 page = expected[offset:] if limit is None else expected[offset : offset + limit]
                 assert rest.ids(rest.anon.get(query)) == page, query
+    counted = [row for row in everything if row["price"] is not None]
+    for offset in (0, len(counted) - 1):  # a page of values alone, then one that reaches the NULLs
+        query = f"/rest/v1/items?select=id&order=price&offset={offset}&limit=2"
+        response = rest.anon.get(query, headers={"Prefer": "count=exact"})
+        expected = [row["id"] for row in postgresql_order(everything, "price", False, False)]
+        assert rest.ids(response) == expected[offset : offset + 2], query
+        assert response.headers["Content-Range"] == f"{offset}-{offset + 1}/{len(everything)}", query
 
 
 def test_a_table_without_a_primary_key_pages_with_no_order_at_all(rest):
