@@ -270,8 +270,9 @@ def check_hooks(settings):
 
 
 def setting(name):
-    """A setting of the running app, as create_app derived it from the variables above."""
-    return current_app.config[name]
+    """A setting of the running app, as create_app derived it from the variables above (the app taken
+    from Flask's proxy once, as extensions.state does)."""
+    return current_app._get_current_object().config[name]
 
 
 def from_environment(environ=None):

@@ -68,7 +68,7 @@ def before():
     an attribute, and these run on every request. So do `g` and `current_app`."""
     context = g._get_current_object()
     context.started = time.perf_counter()
-    config = current_app.config
+    config = current_app._get_current_object().config
     transactions.bound_waits(config["DB_TIMEOUT"])
     asked = request._get_current_object()
     audit.begin(client_ip(asked), door(asked.path))

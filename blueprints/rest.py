@@ -299,7 +299,7 @@ def parse_read(exclude=()):
     asked = request._get_current_object()  # one lookup behind the proxy (gateway.before)
     if exclude:
         return _parse_read(asked, exclude)
-    environ, config = asked.environ, current_app.config
+    environ, config = asked.environ, current_app._get_current_object().config
     query = environ.get("QUERY_STRING", "")
     key = (
         query,
@@ -461,21 +461,22 @@ def location(name, key):
 
 
 def rows_response(found, names, media, status):
-    asked = accepted(request.headers.get("Accept", "")) or ""
+    app = current_app._get_current_object()  # each lookup through Flask's proxies costs: once here
+    asked = accepted(request._get_current_object().headers.get("Accept", "")) or ""
     if asked.endswith(STRIPPED):
         found = [stripped(row) for row in found]
         kind = (OBJECT if media == "object" else ARRAY) + ";nulls=stripped"
         body = found[0] if media == "object" else found
-        return Response(json.dumps(body, separators=COMPACT), status=status, content_type=kind)
+        return Response(app.json.dumps(body, separators=COMPACT), status=status, content_type=kind)
     if media == "object":
-        return Response(json.dumps(found[0], separators=COMPACT), status=status, mimetype=OBJECT)
+        return Response(app.json.dumps(found[0], separators=COMPACT), status=status, mimetype=OBJECT)
     if media == "csv":
         header = ",".join(names or (list(found[0]) if found else []))
         lines = [header, *(",".join(map(csv_field, row.values())) for row in found)]
         # Lines are separated, not ended, as PostgREST's: no newline after the last one.
         return Response("\n".join(lines), status=status, mimetype=CSV)
     kind = ARRAY if asked.startswith("application/vnd.pgrst.array") else JSON
-    return Response(json.dumps(found, separators=COMPACT), status=status, mimetype=kind)
+    return Response(app.json.dumps(found, separators=COMPACT), status=status, mimetype=kind)
 
 
 def stripped(value):
