@@ -42,7 +42,7 @@ STORAGE_HTTP_ERRORS = {
 
 def api_version():
     """The GoTrue API version an official client asked for, or None for a plain client."""
-    return request.headers.get(API_VERSION_HEADER) or None
+    return request._get_current_object().headers.get(API_VERSION_HEADER) or None  # one proxy lookup
 
 
 def string_codes():
@@ -191,7 +191,7 @@ def string_id_for_sdks(user):
     """`user` as the calling client reads it: an official SDK (it sends an API version header) wants
     the id as a string, a plain client the integer user_id; with UUID_USER_IDS, every client gets
     its UUID form, which the SDKs' admin calls insist on."""
-    if current_app.config["UUID_USER_IDS"]:
+    if current_app._get_current_object().config["UUID_USER_IDS"]:  # as config.setting
         return {**user, "id": tokens.subject(user["id"], uuid_form=True)}
     return {**user, "id": str(user["id"])} if api_version() else user
 
