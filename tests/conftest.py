@@ -19,9 +19,10 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
-from app import create_app
+from app import create_app, upgrade_database
 from auth import tokens
 from extensions import db
+from migrated import Migrated
 from support import SECRET, Api, free_port, serve_app, stop_waitress
 
 BACKENDS = ["sqlite", pytest.param("mysql", marks=pytest.mark.mysql)]
@@ -162,9 +163,69 @@ def database_url(backend, request, tmp_path):
     mysql_admin(server, f"DROP DATABASE IF EXISTS {name}")
 
 
+def migrate_and_take(url, storage):
+    """Migrate the empty database at `url` as the service does at its first start and take down
+    what that left (tests/migrated.py); laid into a second database, it must read back the same."""
+    app = create_app(
+        {"DATABASE_URL": url, "JWT_SECRET": SECRET, "AUTO_MIGRATE": False, "STORAGE_ROOT": storage}
+    )
+    with app.app_context():
+        upgrade_database()
+        db.engine.dispose()
+    return Migrated.take(url)
+
+
+def assert_lays_exactly(migrated, url):
+    assert migrated.lay_into(url)
+    assert Migrated.take(url) == migrated, "the migrated tables did not copy exactly"
+
+
+@pytest.fixture(scope="session")
+def migrated_sqlite(tmp_path_factory):
+    """The SQLite tables the migrations make, taken once per test process."""
+    where = tmp_path_factory.mktemp("migrated")
+    migrated = migrate_and_take(f"sqlite:///{where}/migrated.db", str(where / "storage"))
+    assert_lays_exactly(migrated, f"sqlite:///{where}/copy.db")
+    return migrated
+
+
+@pytest.fixture(scope="session")
+def migrated_mysql(mariadb_server, tmp_path_factory):
+    """The MariaDB/MySQL tables the migrations make, taken once per test process."""
+    names = [f"minibase_migrated_{uuid.uuid4().hex[:12]}" for _ in range(2)]
+    for name in names:
+        mysql_admin(mariadb_server, f"CREATE DATABASE {name} CHARACTER SET utf8mb4")
+    urls = [mariadb_server.set(database=name).render_as_string(hide_password=False) for name in names]
+    try:
+        migrated = migrate_and_take(urls[0], str(tmp_path_factory.mktemp("migrated")))
+        assert_lays_exactly(migrated, urls[1])
+    finally:
+        for name in names:
+            mysql_admin(mariadb_server, f"DROP DATABASE IF EXISTS {name}")
+    return migrated
+
+
 @pytest.fixture
-def make_app(database_url, tmp_path):
-    """create_app on the test database; keyword arguments override settings."""
+def lay_migrated(request, database_url):
+    """lay_migrated(settings): called before the service starts on the test's database with
+    `settings`, lays the tables its migrations make into it, unless the test is marked
+    `fresh_database` (one of the migrations or of a first start), `settings` name AUTO_MIGRATE, or
+    name another DATABASE_URL: then the service migrates the database itself, as it did."""
+    if request.node.get_closest_marker("fresh_database"):
+        return lambda settings: None
+    migrated = request.getfixturevalue(f"migrated_{make_url(database_url).get_backend_name()}")
+
+    def lay(settings):
+        if settings.get("DATABASE_URL", database_url) == database_url and "AUTO_MIGRATE" not in settings:
+            migrated.lay_into(database_url)
+
+    return lay
+
+
+@pytest.fixture
+def make_app(database_url, tmp_path, lay_migrated):
+    """create_app on the test database, which holds the service's migrated tables (lay_migrated);
+    keyword arguments override settings."""
     apps = []
 
     def make(**overrides):
@@ -176,6 +237,7 @@ def make_app(database_url, tmp_path):
             "STORAGE_ROOT": str(tmp_path / "storage"),
             **overrides,
         }
+        lay_migrated(overrides)
         app = create_app(settings)
         app.config["TESTING"] = True
         apps.append(app)

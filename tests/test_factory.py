@@ -115,6 +115,7 @@ def test_auto_migrate_false_leaves_the_database_alone(database_url):
         db.engine.dispose()
 
 
+@pytest.mark.fresh_database
 def test_migrating_twice_is_harmless(make_app):
     make_app()
     app = make_app()
@@ -235,6 +236,7 @@ def test_access_token_lifetime_follows_jwt_expiry(make_app, anon_key):
     assert session["expires_in"] == 120 and claims["exp"] - claims["iat"] == 120
 
 
+@pytest.mark.fresh_database
 def test_models_and_migrations_agree(app):
     from alembic.autogenerate import compare_metadata
     from alembic.migration import MigrationContext

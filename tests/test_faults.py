@@ -171,6 +171,7 @@ def test_a_connection_killed_at_the_end_of_a_request_is_a_json_503(
     assert api.get("/auth/v1/user", token=token).status_code == 200
 
 
+@pytest.mark.fresh_database
 @pytest.mark.mysql
 @pytest.mark.parametrize("backend", ["mysql"])
 def test_a_database_down_at_start_is_a_503_until_it_answers_then_it_is_migrated(

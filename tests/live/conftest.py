@@ -42,8 +42,9 @@ class Server:
 
 
 @pytest.fixture
-def start_server(tmp_path, database_url):
-    """Start `python wsgi.py` on the test database with `tables` (tables.toml text) and `settings`."""
+def start_server(tmp_path, database_url, lay_migrated):
+    """Start `python wsgi.py` on the test database with `tables` (tables.toml text) and `settings`;
+    the database holds the service's migrated tables (tests/conftest.py, lay_migrated)."""
     started = []
 
     def start(tables="", **settings):
@@ -60,6 +61,7 @@ def start_server(tmp_path, database_url):
             "TABLES_CONFIG": str(config),
             **{name: str(value) for name, value in settings.items()},
         }
+        lay_migrated(settings)
         log_path = tmp_path / f"server-{port}.log"
         with log_path.open("w") as log:
             process = subprocess.Popen([sys.executable, "wsgi.py"], cwd=ROOT, env=env, stdout=log, stderr=log)
