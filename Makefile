@@ -1,4 +1,5 @@
-# minibase: `make run` serves the service on SQLite, `make test` runs every test.
+# minibase: `make run` serves the service on SQLite, `make test-all` runs every test (`make test`
+# all but the slow tier).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -8,7 +9,7 @@ BIN := $(VENV)/bin
 TEST_WORKERS ?= 3
 
 .DEFAULT_GOAL := help
-.PHONY: help run test keys lint format bench bench-galera screenshots clean
+.PHONY: help run test test-slow test-all keys lint format bench bench-galera screenshots clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -27,9 +28,17 @@ $(VENV)/.dev-deps: requirements.txt requirements-dev.txt | $(BIN)/python
 run: $(VENV)/.run-deps ## serve on HOST:PORT (default 127.0.0.1:8000) over SQLite in instance/, printing the API keys
 	$(BIN)/python wsgi.py
 
-test: $(VENV)/.dev-deps ## run the whole suite in TEST_WORKERS processes, then the tests marked `alone` by themselves (SQLite, and MariaDB when mariadbd is installed or TEST_DATABASE_URL is set)
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup -m "not alone" $(PYTEST_ARGS) || [ $$? -eq 5 ]
+test: $(VENV)/.dev-deps ## run the suite but the slow tier in TEST_WORKERS processes (SQLite, and MariaDB when mariadbd is installed or TEST_DATABASE_URL is set)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup -m "not alone and not slow" $(PYTEST_ARGS) || [ $$? -eq 5 ]
+	@echo "Not run here, the slow tier: tests marked slow (tests/live, tests/dashboard, tests/test_external.py:"
+	@echo "Chromium, node, python wsgi.py) and alone (tests/test_serving.py, tests/test_galera.py, timing)."
+	@echo "make test-slow runs them; make test-all runs both tiers, as CI does."
+
+test-slow: $(VENV)/.dev-deps ## the slow tier: tests marked slow in TEST_WORKERS processes, then those marked `alone` by themselves
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup -m "slow and not alone" $(PYTEST_ARGS) || [ $$? -eq 5 ]
 	$(BIN)/python -m pytest -m alone $(PYTEST_ARGS) || [ $$? -eq 5 ]
+
+test-all: test test-slow ## every test: make test, then make test-slow (what CI runs)
 
 keys: $(VENV)/.run-deps ## print the anon and service_role API keys (the ones `make run` serves with)
 	$(BIN)/flask --app app keys

@@ -27,6 +27,16 @@ from migrated import Migrated
 from support import SECRET, Api, free_port, serve_app, stop_waitress
 
 BACKENDS = ["sqlite", pytest.param("mysql", marks=pytest.mark.mysql)]
+# Tests that start Chromium, node (supabase-js, the OpenID provider) or `python wsgi.py` for each
+# test: some 150 of 4,200 tests and a third of the parallel run's CPU. They are marked `slow`:
+# `make test` leaves them, with the `alone` ones, to `make test-slow`; CI runs both.
+SLOW = ("tests/live/", "tests/dashboard/", "tests/test_external.py")
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if item.nodeid.startswith(SLOW):
+            item.add_marker(pytest.mark.slow)
 
 
 def compile_url_builders_once():

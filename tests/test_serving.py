@@ -27,7 +27,7 @@ from auth import tokens
 from runtime import logs, server
 from support import SECRET, free_port
 
-# Timing-sensitive (a thousand slow clients, /health answered within seconds): make test runs these by
+# Timing-sensitive (a thousand slow clients, /health answered within seconds): make test-slow runs these by
 # themselves, after the parallel run.
 pytestmark = pytest.mark.alone
 
