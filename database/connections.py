@@ -129,6 +129,9 @@ class _CutToTheRequest:
         connection.__dict__[self.name] = seconds
 
 
+PREFERRED_TLS = []  # the one context of PyMySQL's default TLS, once made (BoundedConnection)
+
+
 class BoundedConnection(pymysql.connections.Connection):
     """PyMySQL's connection, whose connect, read and write timeouts (the attributes it reads before
     each connect, read and write) are cut to what the request has left to wait on the database, and
@@ -141,6 +144,17 @@ class BoundedConnection(pymysql.connections.Connection):
     def __init__(self, *args, **kwargs):
         self.known_columns = {}  # column definitions met, by their bytes (database.results)
         super().__init__(*args, **kwargs)
+
+    def _create_ssl_ctx(self, sslp):
+        """PyMySQL's TLS context. Its default, TLS when the server offers it and no certificate
+        checked ({}), built a new context for every connection, loading the system's CA certificates
+        into it for nothing: some 50 ms of CPU a connection. That context is the same every time, so
+        one is made and shared (an SSLContext serves any number of connections and threads)."""
+        if sslp != {}:
+            return super()._create_ssl_ctx(sslp)
+        if not PREFERRED_TLS:
+            PREFERRED_TLS.append(super()._create_ssl_ctx(sslp))
+        return PREFERRED_TLS[0]
 
     def _read_query_result(self, unbuffered=False):  # PyMySQL's, with results.Result
         if unbuffered:

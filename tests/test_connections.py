@@ -1,6 +1,8 @@
 """A MySQL connection goes back to the pool after a commit without a ROLLBACK (a round trip of
 every write request), and with one whenever a transaction may be open."""
 
+import ssl
+
 import pymysql
 import pytest
 from sqlalchemy.engine import make_url
@@ -109,3 +111,27 @@ def test_results_read_as_pymysql_reads_them(database_url):
     finally:
         ours.close()
         theirs.close()
+
+
+@pytest.mark.mysql
+@pytest.mark.parametrize("backend", ["mysql"])
+def test_connections_in_pymysqls_default_tls_share_one_context(database_url):
+    """PyMySQL's default (TLS when the server offers it, no certificate checked) built a context per
+    connection, loading the system's CA certificates for nothing; now one context serves them all,
+    still the default's: nothing verified, TLS not required. Explicit TLS options keep their own."""
+    url = make_url(database_url)
+    options = {"host": url.host, "port": url.port, "user": url.username, "database": url.database}
+    first, second = BoundedConnection(**options), BoundedConnection(**options)
+    try:
+        assert first.ctx is second.ctx
+        assert first.ssl and not first._ssl_required
+        assert first.ctx.verify_mode == ssl.CERT_NONE and not first.ctx.check_hostname
+        with second.cursor() as cursor:  # this server offers no TLS: the connection goes on without
+            cursor.execute("SELECT 1")
+            assert cursor.fetchone() == (1,)
+    finally:
+        first.close()
+        second.close()
+    required = BoundedConnection(**options, ssl_verify_cert=True, defer_connect=True)
+    assert required._ssl_required and required.ctx is not first.ctx
+    assert not BoundedConnection(**options, ssl_disabled=True, defer_connect=True).ssl
