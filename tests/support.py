@@ -1,7 +1,9 @@
 """What the tests share that is not a fixture: the test secret, a client that sends API keys, the
 error-body assertions, and starting and stopping a real waitress server."""
 
+import asyncio
 import socket
+import threading
 import time
 from contextlib import contextmanager
 
@@ -14,6 +16,34 @@ def free_port():
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def asgi_get(app, path, headers=(), extensions=None, keep=None):
+    """The messages the Flask `app`, served as `python wsgi.py` serves it over ASGI
+    (runtime.asgi.application), sends for a GET of `path`; `keep` makes of each message what is
+    kept of it, as it is sent. The event loop runs on a thread of its own: the test's may hold
+    another (Playwright's, in the same worker)."""
+    from runtime import asgi
+
+    sent = []
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET",
+             "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"",
+             "root_path": "", "client": ("127.0.0.1", 4000), "server": ("127.0.0.1", 80),
+             "headers": [(b"host", b"127.0.0.1"), *headers], "extensions": extensions or {}}  # fmt: skip
+
+    async def receive():
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message):
+        sent.append(message if keep is None else keep(message))
+
+    async def get():
+        await asgi.application(app, None, 2)(scope, receive, send)
+
+    thread = threading.Thread(target=asyncio.run, args=(get(),))
+    thread.start()
+    thread.join(timeout=60)
+    return sent
 
 
 class Api:

@@ -3,7 +3,6 @@ the loop sends a whole file with sendfile(2) (runtime.asgi.Cycle), and under wai
 the headers, ranges and 304s, connections kept alive across downloads, and clients that hang up
 halfway through one. And an upload's bytes and md5, hashed on a thread beside the copy."""
 
-import asyncio
 import hashlib
 import http.client
 import io
@@ -16,7 +15,7 @@ from werkzeug.exceptions import ClientDisconnected
 from errors import APIError
 from runtime import asgi
 from storage import files
-from support import serve_as_wsgi_py, serve_with_realtime
+from support import asgi_get, serve_as_wsgi_py, serve_with_realtime
 
 SQLITE = pytest.mark.parametrize("backend", ["sqlite"])  # the server is under test, not the database
 
@@ -94,31 +93,15 @@ def test_a_whole_file_goes_to_the_loop_in_one_message_where_the_server_sends_fil
     """Under uvicorn the thread hands the open file over once (ASGI's zero-copy send), with where
     to start and how much to send; a response that is not a file on disk goes in blocks."""
     assert service.post(f"{OBJECTS}/private/big.bin", data=PAYLOAD).status_code == 200
-    sent = []
 
-    async def download():
-        serve = asgi.application(app, None, 2)
-        path = f"{OBJECTS}/private/big.bin"
-        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET",
-                 "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"",
-                 "root_path": "", "client": ("127.0.0.1", 4000), "server": ("127.0.0.1", 80),
-                 "headers": [(b"host", b"127.0.0.1"), (b"apikey", service.key.encode())],
-                 "extensions": {asgi.ZERO_COPY: {}}}  # fmt: skip
+    def read(message):  # the file as it is handed over, before the server closes it
+        if message["type"] == asgi.ZERO_COPY:
+            message["file"].seek(message["offset"])
+            message = {**message, "read": message["file"].read(message["count"])}
+        return message
 
-        async def receive():
-            return {"type": "http.request", "body": b"", "more_body": False}
-
-        async def send(message):
-            if message["type"] == asgi.ZERO_COPY:
-                message["file"].seek(message["offset"])
-                message = {**message, "read": message["file"].read(message["count"])}
-            sent.append(message)
-
-        await serve(scope, receive, send)
-
-    thread = threading.Thread(target=asyncio.run, args=(download(),))  # a loop of its own
-    thread.start()
-    thread.join(timeout=60)
+    sent = asgi_get(app, f"{OBJECTS}/private/big.bin", [(b"apikey", service.key.encode())],
+                    extensions={asgi.ZERO_COPY: {}}, keep=read)  # fmt: skip
     start, whole = sent
     assert start["type"] == "http.response.start" and start["status"] == 200
     assert whole["type"] == asgi.ZERO_COPY and whole["offset"] == 0 and whole["count"] == len(PAYLOAD)

@@ -11,7 +11,7 @@ import pytest
 from werkzeug.exceptions import ClientDisconnected
 from werkzeug.test import EnvironBuilder, run_wsgi_app
 
-from support import Api, assert_storage_error
+from support import Api, asgi_get, assert_storage_error
 
 OBJECTS = "/storage/v1/object"
 
@@ -233,9 +233,6 @@ def test_html_and_svg_are_never_pages_of_the_api(service, api):
 def test_a_download_under_uvicorn_is_handed_over_in_large_blocks(service, app, service_key):
     """`python wsgi.py` serves Flask through a2wsgi, which passes each block a response yields from
     its thread to the event loop: a 1 MB download goes in four blocks, not werkzeug's 128 of 8 KB."""
-    import asyncio
-    import threading
-
     from runtime import asgi
 
     payload = bytes(range(256)) * 4096
@@ -243,28 +240,7 @@ def test_a_download_under_uvicorn_is_handed_over_in_large_blocks(service, app, s
         upload(service, "private/big.bin", payload, content_type="application/octet-stream").status_code
         == 200
     )
-    sent = []
-
-    async def download():
-        serve = asgi.application(app, None, 2)
-        path = f"{OBJECTS}/private/big.bin"
-        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET",
-                 "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"",
-                 "root_path": "", "client": ("127.0.0.1", 4000), "server": ("127.0.0.1", 80),
-                 "headers": [(b"host", b"127.0.0.1"), (b"apikey", service_key.encode())]}  # fmt: skip
-
-        async def receive():
-            return {"type": "http.request", "body": b"", "more_body": False}
-
-        async def send(message):
-            sent.append(message)
-
-        await serve(scope, receive, send)
-
-    # A thread of its own: this one may hold another event loop (Playwright's, in the same worker).
-    thread = threading.Thread(target=asyncio.run, args=(download(),))
-    thread.start()
-    thread.join(timeout=60)
+    sent = asgi_get(app, f"{OBJECTS}/private/big.bin", [(b"apikey", service_key.encode())])
     assert sent[0]["type"] == "http.response.start" and sent[0]["status"] == 200
     blocks = [message["body"] for message in sent[1:] if message["body"]]
     assert b"".join(blocks) == payload and [len(block) for block in blocks] == [asgi.FILE_BLOCK] * 4
