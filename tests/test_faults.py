@@ -254,18 +254,14 @@ def test_reads_on_pooled_connections_the_server_killed_are_answered(
             connection.close()
     assert api.get("/rest/v1/notes?id=eq.1").json == [{"id": 1, "body": "one"}]
 
-    admin = mysql_connection(mariadb_server)
     database = sa.make_url(database_url).database
-    with admin.cursor() as cursor:
-        cursor.execute("SELECT ID FROM information_schema.PROCESSLIST WHERE DB = %s", (database,))
-        killed = {row[0] for row in cursor.fetchall()}
-        assert len(killed) >= 3
-        for connection_id in killed:
-            cursor.execute(f"KILL {int(connection_id)}")
+    killed = kill_connections(mariadb_server, database)
+    assert len(killed) >= 3
 
     for _ in range(4):  # more reads than connections were pooled: none meets a dead one unanswered
         assert api.get("/rest/v1/notes?id=eq.2").json == [{"id": 2, "body": "two"}]
         assert api.get("/auth/v1/user", token=token).json["email"] == "ann@example.com"
+    admin = mysql_connection(mariadb_server)
     with admin.cursor() as cursor:
         cursor.execute("SELECT ID FROM information_schema.PROCESSLIST WHERE DB = %s", (database,))
         assert not {row[0] for row in cursor.fetchall()} & killed
