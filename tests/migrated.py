@@ -45,6 +45,15 @@ class Migrated:
     def tables(self):
         return set(self.rows) - {"sqlite_sequence"}
 
+    def _inserts(self, quote, mark):
+        """(INSERT statement, its rows) for each table with rows, names quoted with `quote` and
+        values marked with `mark` (the driver's paramstyle)."""
+        for table, (columns, rows) in self.rows.items():
+            if rows:
+                names = ", ".join(f"{quote}{column}{quote}" for column in columns)
+                marks = ", ".join(mark for _ in columns)
+                yield f"INSERT INTO {quote}{table}{quote} ({names}) VALUES ({marks})", rows
+
     @classmethod
     def _take_sqlite(cls, path):
         connection = sqlite3.connect(path)
@@ -75,11 +84,8 @@ class Migrated:
             connection.execute("BEGIN")
             for statement in self.statements:
                 connection.execute(statement)
-            for table, (columns, rows) in self.rows.items():
-                if rows:
-                    names = ", ".join(f'"{column}"' for column in columns)
-                    marks = ", ".join("?" for _ in columns)
-                    connection.executemany(f'INSERT INTO "{table}" ({names}) VALUES ({marks})', rows)
+            for insert, rows in self._inserts('"', "?"):
+                connection.executemany(insert, rows)
             connection.execute("COMMIT")
         finally:
             connection.close()
@@ -131,11 +137,8 @@ class Migrated:
                 cursor.execute("SET SESSION foreign_key_checks = 0")
                 for statement in self.statements:
                     cursor.execute(statement)
-                for table, (columns, rows) in self.rows.items():
-                    if rows:
-                        names = ", ".join(f"`{column}`" for column in columns)
-                        marks = ", ".join("%s" for _ in columns)
-                        cursor.executemany(f"INSERT INTO `{table}` ({names}) VALUES ({marks})", rows)
+                for insert, rows in self._inserts("`", "%s"):
+                    cursor.executemany(insert, rows)
             connection.commit()
         finally:
             connection.close()
