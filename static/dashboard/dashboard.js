@@ -3,7 +3,8 @@
 "use strict";
 
 document.addEventListener("click", async (event) => {
-  // <button data-copy="ID">: copy the value of the field with that id (a signed URL).
+  // <button data-copy="ID" hidden>: copy the value of the field with that id (a signed URL). The
+  // button is hidden until this script runs, so that nobody clicks one that would do nothing.
   const button = event.target.closest("button[data-copy]");
   if (!button) return;
   const field = document.getElementById(button.dataset.copy);
@@ -16,6 +17,7 @@ document.addEventListener("click", async (event) => {
     button.textContent = "Select and copy it";
   }
 });
+for (const button of document.querySelectorAll("button[data-copy]")) button.hidden = false;
 
 document.addEventListener("submit", (event) => {
   // <form data-confirm="TEXT">: ask before a change that cannot be undone.
