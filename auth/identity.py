@@ -8,7 +8,7 @@ import sqlalchemy as sa
 from sqlalchemy import bindparam, select
 
 from auth import tokens
-from auth.users import factor_object, is_banned, load_user, user_columns
+from auth.users import factor_object, is_banned, user_columns
 from config import setting
 from database import transactions
 from errors import APIError, Auth, bad_jwt, user_inactive, user_not_found
@@ -133,14 +133,21 @@ def _signed_in(claims, row):
     return Identity("authenticated", row.user_id, claims["session_id"], row, row.session_aal, claims["exp"])
 
 
-def acting_user(user_id, aal):
-    """User `user_id` as the caller, with a session of assurance `aal`, for what they signed earlier
-    (a signed upload URL): their current profile and app_metadata; None when they are gone, inactive
-    or banned."""
-    row = transactions.read(load_user, user_id)
-    if row is None or not row.active or is_banned(row.banned_until):
+def signing_session(user_id, session_id):
+    """User `user_id` as the caller, in session `session_id`, for what they signed in it earlier (a
+    signed upload URL): their current profile, app_metadata and assurance level; None when that
+    session has ended (logout, ban, a password change elsewhere, deletion) or is another user's, or
+    the user is gone, inactive or banned. A URL lives no longer than the session that signed it, as
+    that session's access tokens do, so a user deleted and another given their id inherits none."""
+    if not isinstance(session_id, str):
         return None
-    return Identity("authenticated", row.user_id, None, row, aal)
+    found = transactions.prepared({"session_id": session_id}, prepared_session_user()[0])[0]
+    row = found[0] if found else None
+    if row is None or row.session_user != user_id or row.user_id is None:
+        return None
+    if not row.active or is_banned(row.banned_until):
+        return None
+    return Identity("authenticated", row.user_id, session_id, row, row.session_aal)
 
 
 def factors_and_identities(who):

@@ -4,6 +4,7 @@ answer; downloads stream the object's file with its ETag, Last-Modified and Cach
 
 import base64
 import binascii
+import hmac
 import re
 import unicodedata
 from urllib.parse import quote
@@ -13,7 +14,7 @@ from werkzeug.http import dump_options_header, http_date, quote_etag
 from werkzeug.wsgi import wrap_file
 
 from auth import tokens
-from auth.identity import Identity, acting_user
+from auth.identity import Identity, signing_session
 from blueprints.gateway import identity
 from config import setting
 from errors import Storage, invalid_request, storage_error
@@ -211,15 +212,18 @@ def render_image(kind, bucket_id, name):
 
 
 def signer(claims):
-    """The Identity a signed upload token was made by: an API key's role, or the user (as they are
-    now); a 400 when that user is gone or may no longer sign in."""
+    """The Identity a signed upload token was made by: an API key's role, or the user, as they are
+    now, in the session that signed it; a 400 when that session has ended, or the user is gone, may
+    no longer sign in, or is another account under the same id."""
     claims = claims if isinstance(claims, dict) else {}
     role, user = claims.get("role"), claims.get("user")
     if role in ("anon", "service_role") and user is None:
         return Identity(role)
     user_id = tokens.user_id_of(user) if role == "authenticated" and isinstance(user, str) else None
-    who = acting_user(user_id, claims.get("aal")) if user_id is not None else None
-    if who is None:
+    who = signing_session(user_id, claims.get("session")) if user_id is not None else None
+    if who is None or not hmac.compare_digest(
+        signing.account_of(who).encode(), str(claims.get("account")).encode()
+    ):
         raise storage_error(
             400, Storage.INVALID_JWT, "The user who signed this URL cannot upload", "InvalidJWT"
         )

@@ -602,7 +602,9 @@ def sign_upload(bucket_id, name, who, upsert=False):
         access.check_proposed(name, owner_of(who))
 
     transactions.read(allowed)
-    signer = {"role": who.role, "user": owner_of(who), "aal": who.aal}
+    signer = {"role": who.role, "user": owner_of(who)}
+    if who.user_id is not None:
+        signer.update(session=who.session_id, account=signing.account_of(who))
     token = signing.sign(
         bucket_id, name, signing.UPLOAD, signing.UPLOAD_LIFETIME, signer=signer, upsert=upsert
     )

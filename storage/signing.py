@@ -2,6 +2,8 @@
 one purpose (a download or an upload), worthless after they expire. They carry no `role` and no
 `sub`, so they are neither an API key nor a user's access token."""
 
+import hashlib
+import hmac
 import time
 
 import jwt
@@ -53,6 +55,14 @@ def verify(token, bucket_id, name, purpose):
             400, Storage.INVALID_SIGNATURE, "The signature does not match this object", "InvalidSignature"
         )
     return claims
+
+
+def account_of(who):
+    """A mark of the signed-in user `who`'s account: their id and when they joined, keyed with
+    JWT_SECRET (a URL shows neither). An account another program deleted and made again under the
+    same id (SQLite reuses rowids; an AUTO_INCREMENT can be reset) bears another mark."""
+    account = f"{who.user_id}:{who.user.joined}".encode()
+    return hmac.new(setting("JWT_SECRET").encode(), account, hashlib.sha256).hexdigest()[:32]
 
 
 def lifetime(value):

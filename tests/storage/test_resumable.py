@@ -11,7 +11,9 @@ import uuid
 from urllib.parse import urlsplit
 
 import pytest
+from sqlalchemy import text
 
+from extensions import db
 from storage import clock, resumable
 
 TUS = "/storage/v1/upload/resumable"
@@ -474,6 +476,28 @@ def test_signed_resumable_uploads_refuse_a_bad_token(api, browser, people, monke
         == 400
     )
     assert browser.head(where, headers={**VERSION, "x-signature": signature}).headers["Upload-Offset"] == "0"
+
+
+def test_a_signed_resumable_upload_is_not_inherited_with_a_reused_user_id(
+    app, api, service, browser, people, backend
+):
+    """Bob begins a signed resumable upload and is deleted; the next user gets his id, and neither
+    his token nor his upload."""
+    bob_id, bob = people["bob"]
+    signature = sign_upload(api, f"private/{bob_id}/x.txt", bob)
+    where = url(
+        begin(browser, "private", f"{bob_id}/x.txt", 6, path=SIGNED, headers={"x-signature": signature})
+    )
+    assert service.delete(f"/auth/v1/admin/users/{bob_id}").status_code == 200
+    if backend == "mysql":  # SQLite takes the highest free rowid again by itself
+        with app.app_context():
+            db.session.execute(text("ALTER TABLE users AUTO_INCREMENT = 1"))
+            db.session.commit()
+    assert api.sign_up(email="carol@example.com")["user"]["id"] == bob_id
+    sent = {"x-signature": signature}
+    assert chunk(browser, where, 0, b"abcdef", **sent).status_code == 400
+    assert begin(browser, "private", f"{bob_id}/y.txt", 6, path=SIGNED, headers=sent).status_code == 400
+    assert service.post("/storage/v1/object/list/private", json={"prefix": str(bob_id)}).json == []
 
 
 def test_a_signed_resumable_upload_replaces_only_with_upsert(api, browser, people):

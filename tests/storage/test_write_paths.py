@@ -2,9 +2,15 @@
 signed upload URL (when it is made and when it is used, as the user who made it), a move and a copy
 (the destination's rule words, policies, mime types and size limit)."""
 
-import pytest
+import base64
+import json
 
-from support import assert_storage_error
+import jwt
+import pytest
+from sqlalchemy import text
+
+from extensions import db
+from support import SECRET, assert_storage_error
 
 OBJECTS = "/storage/v1/object"
 TEXT = {"Content-Type": "text/plain"}
@@ -136,6 +142,96 @@ def test_a_signed_url_uploads_as_the_user_who_signed_it(api, service, browser, p
     assert_storage_error(use(browser, bobs), 400, "InvalidJWT")
     listed = service.post(f"{OBJECTS}/list/inbox", json={})
     assert listed.json == []
+
+
+def listed(service, bucket="avatars"):
+    return [entry["name"] for entry in service.post(f"{OBJECTS}/list/{bucket}", json={}).json]
+
+
+def reuse_ids(app, backend):
+    """Let the next user take the highest free id again: SQLite does by itself (a rowid table), an
+    AUTO_INCREMENT does once it is reset, as an administrator or a restore may."""
+    if backend == "mysql":
+        with app.app_context():
+            db.session.execute(text("ALTER TABLE users AUTO_INCREMENT = 1"))
+            db.session.commit()
+
+
+def test_a_deleted_users_signed_url_uploads_nothing(api, service, browser, people):
+    bob_id, bob = people["bob"]
+    signed = sign_upload(api, "avatars/bob.txt", bob).json
+    assert service.delete(f"/auth/v1/admin/users/{bob_id}").status_code == 200
+    assert_storage_error(use(browser, signed), 400, "InvalidJWT")
+    assert listed(service) == []
+
+
+def test_a_reused_user_id_inherits_no_signed_url(app, api, service, browser, people, backend):
+    """bob signs a URL and is deleted; the next user gets bob's id, and not his URL."""
+    bob_id, bob = people["bob"]
+    signed = sign_upload(api, "avatars/bob.txt", bob).json
+    assert service.delete(f"/auth/v1/admin/users/{bob_id}").status_code == 200
+    reuse_ids(app, backend)
+    carol = api.sign_up(email="carol@example.com")
+    assert carol["user"]["id"] == bob_id  # the id is really taken again
+    assert_storage_error(use(browser, signed), 400, "InvalidJWT")
+    assert listed(service) == []
+    own = sign_upload(api, "avatars/carol.txt", carol["access_token"]).json
+    assert use(browser, own).status_code == 200  # carol's own URL works
+
+
+def test_a_user_deleted_by_another_program_leaves_no_signed_url(app, api, service, browser, people, backend):
+    """The application that owns the users table deletes bob (a member since last year) itself, so
+    his sessions stay, and makes another user, who gets his id: bob's URL is not theirs."""
+    bob_id, bob = people["bob"]
+    with app.app_context():
+        db.session.execute(
+            text("UPDATE users SET joined = '2025-06-01 12:00:00' WHERE user_id = :id"), {"id": bob_id}
+        )
+        db.session.commit()
+    signed = sign_upload(api, "avatars/bob.txt", bob).json
+    with app.app_context():
+        db.session.execute(text("DELETE FROM users WHERE user_id = :id"), {"id": bob_id})
+        db.session.commit()
+    reuse_ids(app, backend)
+    with app.app_context():
+        db.session.execute(text("INSERT INTO users (email, password) VALUES ('dan@example.com', 'x')"))
+        db.session.commit()
+        dan = db.session.execute(text("SELECT user_id FROM users WHERE email = 'dan@example.com'")).scalar()
+    assert dan == bob_id
+    assert_storage_error(use(browser, signed), 400, "InvalidJWT")
+    assert listed(service) == []
+
+
+def test_a_signed_url_ends_with_the_session_that_signed_it(api, service, browser, people):
+    _, ann = people["ann"]
+    signed = sign_upload(api, "avatars/ann.txt", ann).json
+    later = api.sign_in("ann@example.com").json["access_token"]
+    assert api.post("/auth/v1/logout?scope=local", token=ann).status_code == 204
+    assert_storage_error(use(browser, signed), 400, "InvalidJWT")
+    assert listed(service) == []
+    assert use(browser, sign_upload(api, "avatars/ann.txt", later).json).status_code == 200
+
+
+def test_an_altered_signed_upload_token_is_refused(api, service, browser, people):
+    """Another user's id written into ann's token, signed again without the secret or not at all."""
+    (_, ann), (bob_id, _) = people["ann"], people["bob"]
+    signed = sign_upload(api, "avatars/ann.txt", ann).json
+    header, payload, signature = signed["token"].split(".")
+    claims = json.loads(base64.urlsafe_b64decode(payload + "=="))
+    claims["signer"]["user"] = str(bob_id)
+    swapped = base64.urlsafe_b64encode(json.dumps(claims).encode()).rstrip(b"=").decode()
+    for token in (
+        f"{header}.{swapped}.{signature}",
+        jwt.encode(claims, "another-secret-of-at-least-32-characters", algorithm="HS256"),
+        jwt.encode(claims, None, algorithm="none"),
+    ):
+        url = f"/storage/v1/object/upload/sign/avatars/ann.txt?token={token}"
+        assert_storage_error(browser.put(url, data=b"x", headers=TEXT), 400, "InvalidJWT")
+    # Signed with the secret, bob's id with ann's session and account is no one's.
+    forged = jwt.encode(claims, SECRET, algorithm="HS256")
+    url = f"/storage/v1/object/upload/sign/avatars/ann.txt?token={forged}"
+    assert_storage_error(browser.put(url, data=b"x", headers=TEXT), 400, "InvalidJWT")
+    assert listed(service) == []
 
 
 def test_a_signed_upload_keeps_the_buckets_types_and_size(api, browser, people):
