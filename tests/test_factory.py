@@ -296,7 +296,8 @@ def test_python_wsgi_py_migrates_prints_the_keys_and_serves(database_url, tmp_pa
         base = f"http://127.0.0.1:{port}"
         for _ in range(100):
             try:
-                health = requests.get(f"{base}/health", timeout=1)
+                # connect: 1 s while it starts; read: up to 10 s, a loaded first answer can be slow
+                health = requests.get(f"{base}/health", timeout=(1, 10))
                 break
             except requests.ConnectionError:
                 time.sleep(0.05)

@@ -48,7 +48,8 @@ def serve(project, port):
     deadline = time.monotonic() + 30
     while True:
         try:
-            requests.get(f"http://127.0.0.1:{port}/health", timeout=1)
+            # connect: 1 s while it starts; read: up to 10 s, a loaded first answer can be slow
+            requests.get(f"http://127.0.0.1:{port}/health", timeout=(1, 10))
             return process
         except requests.ConnectionError:
             assert process.poll() is None and time.monotonic() < deadline, "wsgi.py did not start"
