@@ -127,7 +127,7 @@ def _bind(level, scopes, who, values, signature):
             _grant(child.junction_policy, who, values, signature)
     nodes = scopes.get(level.path)
     if nodes:
-        built = sql.build(nodes, level.table, reflection.dialect(), named=True, express=False)
+        built = reflection.walked(reflection.schema(), level.table, tuple(nodes))
         signature.append(built.shape)
         values.update({level.prefix + name: value for name, value in built.values.items()})
 
