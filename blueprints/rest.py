@@ -467,16 +467,23 @@ def rows_response(found, names, media, status):
         found = [stripped(row) for row in found]
         kind = (OBJECT if media == "object" else ARRAY) + ";nulls=stripped"
         body = found[0] if media == "object" else found
-        return Response(app.json.dumps(body, separators=COMPACT), status=status, content_type=kind)
+        return Response(encoded(app, body), status=status, content_type=kind)
     if media == "object":
-        return Response(app.json.dumps(found[0], separators=COMPACT), status=status, mimetype=OBJECT)
+        return Response(encoded(app, found[0]), status=status, mimetype=OBJECT)
     if media == "csv":
         header = ",".join(names or (list(found[0]) if found else []))
         lines = [header, *(",".join(map(csv_field, row.values())) for row in found)]
         # Lines are separated, not ended, as PostgREST's: no newline after the last one.
         return Response("\n".join(lines), status=status, mimetype=CSV)
     kind = ARRAY if asked.startswith("application/vnd.pgrst.array") else JSON
-    return Response(app.json.dumps(found, separators=COMPACT), status=status, mimetype=kind)
+    return Response(encoded(app, found), status=status, mimetype=kind)
+
+
+def encoded(app, rows):
+    """Rows as compact JSON text. Without the check for cycles: rows are trees of new dicts and lists
+    (an embed's empty list may be shared, never nested in itself), and the check costs a fifth of
+    encoding a page with embeds."""
+    return app.json.dumps(rows, separators=COMPACT, check_circular=False)
 
 
 def stripped(value):
