@@ -259,11 +259,19 @@ def upload_body():
     request.max_content_length = limit
     metadata = parse_metadata(request.headers.get("x-metadata"), encoded=True)
     return objects.Upload(
-        request.stream,
+        body_stream(),
         media_types.of_request(request.headers.get("Content-Type")),
         cache_control(request.headers.get("cache-control")),
         metadata,
     )
+
+
+def body_stream():
+    """The body to store, raw: the server's files.Spool itself when it received the body into one
+    (uvicorn), which an upload takes as its file with its md5; else the request's stream. Either way
+    the upload counts it against its limit."""
+    received = request.environ.get("wsgi.input")
+    return received if isinstance(received, files.Spool) else request.stream
 
 
 def cache_control(value):

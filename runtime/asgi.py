@@ -27,6 +27,7 @@ from werkzeug.wsgi import FileWrapper
 
 from live import sessions
 from runtime import server as waitress_server
+from storage import files
 
 log = logging.getLogger("minibase")
 CLOSE_SECONDS = 3  # how long the sockets have to take their 1001 before the listener closes
@@ -176,11 +177,12 @@ def application(app, realtime, threads):
 
     flask = Threads(with_body, threads)
     limits = waitress_server.limits_of(app)
+    staging = files.staging_directory(app.config["STORAGE_ROOT"])
 
     async def serve(scope, receive, send):
         kind = scope["type"]
         if kind == "http":
-            body = await read_body(app, limits, scope, receive, send)
+            body = await read_body(app, limits, scope, receive, send, staging)
             if body is None:
                 return None  # refused, or the client is gone
             scope[BODY] = body
@@ -221,12 +223,14 @@ def expects_body(headers):
     return length, chunked
 
 
-async def read_body(app, limits, scope, receive, send):
+async def read_body(app, limits, scope, receive, send, staging):
     """The request's body, read in the event loop before any thread runs the app, as waitress reads it:
     (a file at its start, its length when it was chunked), held in memory up to SPOOL_BYTES and in a
-    temporary file past that. a2wsgi, which served before, ran the view as soon as the headers were
-    in, and the view's read of a body that trickled in held a thread for as long as the body took:
-    THREADS slow POSTs held them all. A body over the limit of its path (server.body_limit) is
+    temporary file past that. A body sent to /storage/ goes into a files.Spool in `staging`, its md5
+    computed as it arrives: an upload takes that file as it is, neither copied nor read again.
+    a2wsgi, which served before, ran the view as soon as the headers were in, and the view's read
+    of a body that trickled in held a thread for as long as the body took: THREADS slow POSTs held
+    them all. A body over the limit of its path (server.body_limit) is
     answered with the API's 413, unread: a declared one before `100 Continue` would ask for it. A
     body that stops coming is Protocol's to end. None when the request was answered here or its
     client is gone."""
@@ -236,7 +240,12 @@ async def read_body(app, limits, scope, receive, send):
     limit, too_large = waitress_server.body_limit(limits, scope["path"])
     if declared is not None and declared > limit:
         return await refuse(app, too_large, scope, send)
-    body = tempfile.SpooledTemporaryFile(SPOOL_BYTES) if (declared or limit) > SPOOL_BYTES else io.BytesIO()
+    if scope["path"].startswith("/storage/"):
+        body = files.Spool(staging, SPOOL_BYTES)
+    elif (declared or limit) > SPOOL_BYTES:
+        body = tempfile.SpooledTemporaryFile(SPOOL_BYTES)
+    else:
+        body = io.BytesIO()
     received = 0
     more = True
     while more:

@@ -4,6 +4,7 @@ received into a temporary file (streamed, counted, hashed), then placed under it
 transaction that records it is open; the key is unknown to every row until that transaction commits."""
 
 import hashlib
+import io
 import logging
 import os
 import queue
@@ -20,6 +21,7 @@ from extensions import state
 
 CHUNK = 256 * 1024
 QUEUED = 4  # chunks an upload may hold in memory waiting for its md5 (Md5)
+SPOOL_MEMORY = 512 * 1024  # a body a Spool keeps in memory; past this, in its file
 
 log = logging.getLogger("minibase")
 
@@ -97,12 +99,11 @@ class Md5:
 def receive(stream, limit, directory):
     """Copy `stream` into a new temporary file in `directory`, chunk by chunk, with its md5 (Md5);
     a 413 past `limit` bytes, and no file left behind when anything goes wrong (a client that hangs
-    up included)."""
-    try:
-        os.makedirs(directory, exist_ok=True)
-        fd, path = tempfile.mkstemp(dir=directory, prefix="upload-")
-    except OSError:
-        raise disk_unavailable() from None
+    up included). A Spool, the whole body the server received into `directory` with its md5, is
+    taken as it is, without a copy."""
+    if isinstance(stream, Spool):
+        return stream.take(limit, directory)
+    fd, path = _temporary(directory)
     digest, size = Md5(), 0
     try:
         with os.fdopen(fd, "wb") as file:
@@ -125,6 +126,117 @@ def receive(stream, limit, directory):
             raise disk_unavailable() from None  # full, read-only, gone: the client's body was fine
         raise
     return Received(path, size, md5)
+
+
+def _temporary(directory):
+    try:
+        os.makedirs(directory, exist_ok=True)
+        return tempfile.mkstemp(dir=directory, prefix="upload-")
+    except OSError:
+        raise disk_unavailable() from None
+
+
+class Spool:
+    """A request's body as the server receives it (`write`, chunk by chunk), with its md5 computed
+    as it arrives: in memory up to SPOOL_MEMORY bytes, then in a temporary file in `directory`
+    (STORAGE_ROOT/.tmp, where an object's file is made). Read like a file once written (`seek(0)`),
+    or taken whole by an upload (`take`): the file it is becomes the upload's, neither copied nor
+    hashed again. `close` removes the file unless it was taken. A disk that fails while the body
+    arrives is remembered and answered (a 503) when the body is read or taken, not in the server."""
+
+    def __init__(self, directory, memory=SPOOL_MEMORY):
+        self.directory = directory
+        self.memory = memory
+        self.digest = hashlib.md5(usedforsecurity=False)
+        self.size = 0
+        self.file = io.BytesIO()
+        self.path = None  # the file's, once the body is past `memory`
+        self.failed = False
+
+    def write(self, chunk):
+        self.size += len(chunk)
+        if self.failed:
+            return
+        self.digest.update(chunk)
+        try:
+            if self.path is None and self.size > self.memory:
+                self._to_disk()
+            self.file.write(chunk)
+        except OSError:
+            self.failed = True
+            self._remove()
+
+    def _to_disk(self):
+        os.makedirs(self.directory, exist_ok=True)
+        fd, self.path = tempfile.mkstemp(dir=self.directory, prefix="upload-")
+        held, self.file = self.file, os.fdopen(fd, "w+b")
+        self.file.write(held.getbuffer())
+
+    def take(self, limit, directory):
+        """The whole body as a Received file, on the disk (fsync) and the caller's to discard; a 413
+        past `limit` bytes."""
+        if self.failed:
+            raise disk_unavailable()
+        if self.size > limit:
+            raise object_too_large()
+        if self.path is None:  # a small body, in memory: written out once, as receive() would
+            fd, path = _temporary(directory)
+            try:
+                with os.fdopen(fd, "wb") as file:
+                    file.write(self.file.getbuffer())
+                    file.flush()
+                    os.fsync(file.fileno())
+            except OSError:
+                os.unlink(path)
+                raise disk_unavailable() from None
+            return Received(path, self.size, self.digest.hexdigest())
+        path, file = self.path, self.file
+        self.path, self.file = None, io.BytesIO()  # the file is the caller's now
+        try:
+            with file:
+                file.flush()
+                os.fsync(file.fileno())  # on disk before a committed row can name it
+        except OSError:
+            os.unlink(path)
+            raise disk_unavailable() from None
+        return Received(path, self.size, self.digest.hexdigest())
+
+    def read(self, size=-1):
+        self._check()
+        return self.file.read(size)
+
+    def readinto(self, buffer):
+        self._check()
+        return self.file.readinto(buffer)
+
+    def readline(self, size=-1):
+        self._check()
+        return self.file.readline(size)
+
+    def seek(self, offset, whence=0):
+        return 0 if self.failed else self.file.seek(offset, whence)
+
+    def tell(self):
+        return 0 if self.failed else self.file.tell()
+
+    def readable(self):
+        return True
+
+    def _check(self):
+        if self.failed:
+            raise disk_unavailable()
+
+    def close(self):
+        self._remove()
+
+    def _remove(self):
+        self.file.close()
+        if self.path is not None:
+            try:
+                os.unlink(self.path)
+            except FileNotFoundError:
+                pass
+            self.path = None
 
 
 def disk_unavailable():
@@ -198,5 +310,6 @@ def backend():
     return cache.storage_backend
 
 
-def staging_directory():
-    return Path(setting("STORAGE_ROOT")) / ".tmp"
+def staging_directory(root=None):
+    """Where bodies are received: STORAGE_ROOT/.tmp (`root`: STORAGE_ROOT outside a request)."""
+    return Path(root or setting("STORAGE_ROOT")) / ".tmp"

@@ -1,0 +1,191 @@
+"""Uploads on a real socket, as `python wsgi.py` serves them: under uvicorn (Realtime on), whose
+event loop receives a body sent to /storage/ into a files.Spool in STORAGE_ROOT/.tmp with its md5
+as it arrives (the upload takes that file, uncopied), and under waitress, whose buffer the upload
+copies. Every byte and its md5, raw, chunked or in a form; and a body refused, too large or cut
+off leaves no file in .tmp, no object and no row."""
+
+import hashlib
+import http.client
+import io
+import socket
+import time
+
+import pytest
+
+from errors import APIError
+from storage import files
+from support import serve_as_wsgi_py, serve_with_realtime
+
+SQLITE = pytest.mark.parametrize("backend", ["sqlite"])  # the servers are under test, not the database
+OBJECTS = "/storage/v1/object"
+MEMORY = files.SPOOL_MEMORY
+
+
+@pytest.fixture(params=["uvicorn", "waitress"])
+def served(app, request):
+    serve = serve_with_realtime if request.param == "uvicorn" else serve_as_wsgi_py
+    port, stop = serve(app, threads=2)
+    yield port
+    stop()
+
+
+def payload(size):
+    return (bytes(range(256)) * (size // 256 + 1))[:size]
+
+
+def send(port, method, path, headers, body=b"", chunks=None):
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        if chunks is None:
+            connection.request(method, path, body=body, headers=headers)
+        else:
+            connection.request(method, path, body=iter(chunks), headers=headers, encode_chunked=True)
+        answer = connection.getresponse()
+        return answer, answer.read()
+    finally:
+        connection.close()
+
+
+def tmp_files(root):
+    return sorted((root / ".tmp").glob("*")) if (root / ".tmp").exists() else []
+
+
+def object_files(root):
+    return sorted(path for path in (root / "objects").rglob("*") if path.is_file())
+
+
+def settled(check, seconds=5):
+    """Whether `check()` holds within `seconds`: a server's thread may still be ending the request."""
+    deadline = time.monotonic() + seconds
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+@SQLITE
+@pytest.mark.parametrize("size", [1, MEMORY, MEMORY + 1, 3 * 1024 * 1024 + 7])
+def test_an_upload_is_every_byte_with_its_md5_raw_or_chunked(
+    served, service, storage_root, size, request, monkeypatch
+):
+    taken, take = [], files.Spool.take
+    monkeypatch.setattr(files.Spool, "take", lambda spool, *args: taken.append(spool) or take(spool, *args))
+    data = payload(size)
+    headers = {"apikey": service.key, "Content-Type": "application/octet-stream"}
+    answer, _ = send(served, "POST", f"{OBJECTS}/locked/raw.bin", headers, body=data)
+    assert answer.status == 200
+    cut = [data[i : i + 100_000] for i in range(0, size, 100_000)]
+    answer, _ = send(served, "POST", f"{OBJECTS}/locked/chunked.bin", headers, chunks=cut)
+    assert answer.status == 200
+    for name in ("raw.bin", "chunked.bin"):
+        got, body = send(served, "GET", f"{OBJECTS}/locked/{name}", {"apikey": service.key})
+        assert body == data and got.getheader("ETag") == f'"{hashlib.md5(data).hexdigest()}"'
+    assert settled(lambda: tmp_files(storage_root) == [])
+    assert len(object_files(storage_root)) == 2
+    assert len(taken) == (2 if request.node.callspec.params["served"] == "uvicorn" else 0)  # uncopied
+
+
+@SQLITE
+def test_a_form_upload_and_a_json_request_read_their_body_as_before(served, service, storage_root):
+    data = payload(MEMORY + 5)
+    boundary = "minibase-boundary"
+    head = (f'--{boundary}\r\nContent-Disposition: form-data; name="cacheControl"\r\n\r\n60\r\n'
+            f'--{boundary}\r\nContent-Disposition: form-data; name=""; filename="f.bin"\r\n'
+            f"Content-Type: image/png\r\n\r\n")  # fmt: skip
+    form = head.encode() + data + f"\r\n--{boundary}--\r\n".encode()
+    headers = {"apikey": service.key, "Content-Type": f"multipart/form-data; boundary={boundary}"}
+    answer, _ = send(served, "POST", f"{OBJECTS}/locked/form.bin", headers, body=form)
+    assert answer.status == 200
+    got, body = send(served, "GET", f"{OBJECTS}/locked/form.bin", {"apikey": service.key})
+    assert body == data and got.getheader("Cache-Control") == "max-age=60"
+    assert got.getheader("ETag") == f'"{hashlib.md5(data).hexdigest()}"'
+    json_headers = {"apikey": service.key, "Content-Type": "application/json"}
+    listed, body = send(served, "POST", f"{OBJECTS}/list/locked", json_headers, body=b'{"prefix": ""}')
+    assert listed.status == 200 and b"form.bin" in body
+    assert settled(lambda: tmp_files(storage_root) == [])
+
+
+@SQLITE
+def test_a_refused_or_too_large_upload_leaves_no_file(served, service, anon_key, storage_root):
+    data = payload(MEMORY * 3)
+    refused, _ = send(served, "POST", f"{OBJECTS}/locked/no.bin",
+                      {"apikey": anon_key, "Content-Type": "text/plain"}, body=data)  # fmt: skip
+    assert refused.status in (401, 403)
+    too_large, _ = send(served, "POST", f"{OBJECTS}/avatars/big.txt",  # the bucket's limit: 1 KB
+                        {"apikey": service.key, "Content-Type": "text/plain"}, body=data)  # fmt: skip
+    assert too_large.status == 413
+    assert settled(lambda: tmp_files(storage_root) == [])
+    assert object_files(storage_root) == []
+    listed = service.post(f"{OBJECTS}/list/avatars", json={"prefix": ""}).json
+    assert listed == [] and service.post(f"{OBJECTS}/list/locked", json={"prefix": ""}).json == []
+
+
+@SQLITE
+# waitress leaves the buffer of a request cut off to the garbage collector (an unnamed temporary
+# file, HTTPChannel.handle_close); a Spool left open would still be named in .tmp.
+@pytest.mark.filterwarnings(
+    "ignore:Exception ignored in. <_io.FileIO:pytest.PytestUnraisableExceptionWarning"
+)
+def test_a_body_cut_off_halfway_leaves_no_file_and_no_row(served, service, storage_root, request):
+    head = (f"POST {OBJECTS}/locked/cut.bin HTTP/1.1\r\nHost: x\r\napikey: {service.key}\r\n"
+            f"Content-Type: text/plain\r\nContent-Length: {4 * MEMORY}\r\n\r\n").encode()  # fmt: skip
+    with socket.create_connection(("127.0.0.1", served), timeout=10) as sock:
+        sock.sendall(head + payload(2 * MEMORY))
+        if request.node.callspec.params["served"] == "uvicorn":  # into its Spool's file, in .tmp
+            assert settled(lambda: len(tmp_files(storage_root)) == 1)
+        else:
+            time.sleep(0.3)  # into waitress's buffer
+    assert settled(lambda: tmp_files(storage_root) == [])
+    assert object_files(storage_root) == []
+    assert service.post(f"{OBJECTS}/list/locked", json={"prefix": ""}).json == []
+
+
+@pytest.mark.parametrize("size", [0, 1, MEMORY, MEMORY + 1, 5 * MEMORY + 3])
+def test_a_spool_is_taken_as_its_file_with_its_md5(tmp_path, size):
+    data = payload(size)
+    spool = files.Spool(tmp_path / ".tmp")
+    for start in range(0, size, 65536):
+        spool.write(data[start : start + 65536])
+    spool.seek(0)
+    received = spool.take(size, tmp_path / ".tmp")
+    spool.close()  # the server's end of the request: the file is the upload's now
+    assert received.size == size and received.md5 == hashlib.md5(data).hexdigest()
+    with open(received.path, "rb") as stored:
+        assert stored.read() == data
+    received.discard()
+    assert list((tmp_path / ".tmp").iterdir()) == []
+
+
+def test_a_spool_read_as_a_file_is_removed_when_closed(tmp_path):
+    data = payload(2 * MEMORY)
+    spool = files.Spool(tmp_path)
+    spool.write(data[:MEMORY])
+    spool.write(data[MEMORY:])
+    assert len(list(tmp_path.iterdir())) == 1  # past the memory it keeps: in its file
+    spool.seek(0)
+    assert spool.read(10) + spool.read() == data
+    with pytest.raises(APIError) as too_large:
+        spool.take(len(data) - 1, tmp_path)
+    assert too_large.value.status == 413
+    spool.close()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_disk_that_fails_while_the_body_arrives_is_a_503_and_leaves_no_file(tmp_path):
+    class Full(io.BytesIO):
+        def write(self, chunk):
+            raise OSError(28, "No space left on device")
+
+    spool = files.Spool(tmp_path)
+    spool.write(payload(MEMORY + 1))  # into its file
+    spool.file.close()
+    spool.file = Full()  # the disk fills up
+    spool.write(b"more")
+    assert list(tmp_path.iterdir()) == []
+    for use in (lambda: spool.take(10**9, tmp_path), spool.read):
+        with pytest.raises(APIError) as unavailable:
+            use()
+        assert unavailable.value.status == 503
+    spool.close()
+    assert list(tmp_path.iterdir()) == []
