@@ -12,7 +12,7 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 import config
 from auth import mail, signing_keys
 from blueprints import gateway, responses
-from database import connections, transactions
+from database import connections, migration_lock, transactions
 from extensions import Minibase, cors, db, limiter, migrate
 from live import topics
 from models import users_table
@@ -152,7 +152,8 @@ def only_with_origin(app):
 def prepare_database():
     """Apply the migrations and reflect the users table (AUTO_MIGRATE), and have the database compile
     every row policy (a ConfigError when one does not); False, said in one log line naming the
-    database (never its password), when the database does not answer."""
+    database (never its password), when the database does not answer, or this instance lost its
+    migration lease to another."""
     try:
         if current_app.config["AUTO_MIGRATE"]:
             upgrade_database()
@@ -161,6 +162,9 @@ def prepare_database():
         reflection.check_row_policies()
         buckets.check_policies()
         topics.check()
+    except migration_lock.LeaseLost as exc:  # another instance migrates: serve once it has
+        log.error("%s: answering 503 until the database is migrated", exc)
+        return False
     except OperationalError as exc:
         url = make_url(current_app.config["DATABASE_URL"])
         where = url.database if url.get_backend_name() == "sqlite" else f"{url.host}:{url.port or 3306}"

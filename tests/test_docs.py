@@ -137,10 +137,10 @@ def test_the_email_page_lists_every_template_and_its_variables():
 
 def test_the_docs_describe_the_migration_lock_the_code_takes():
     """No page says a `GET_LOCK` guards the migration (it holds on one Galera node only); the ones
-    that describe the lock name its table and its lease as migrations/env.py has them."""
-    code = (ROOT / "migrations" / "env.py").read_text()
+    that describe the lock name its table and its lease as database/migration_lock.py has them."""
+    code = (ROOT / "database" / "migration_lock.py").read_text()
     table = re.search(r'^LOCK_TABLE = "(\w+)"', code, re.M).group(1)
-    lease = re.search(r"^LOCK_TIMEOUT = (\d+)", code, re.M).group(1)
+    lease = re.search(r"^LEASE_SECONDS = (\d+)", code, re.M).group(1)
     for page in PAGES:
         for paragraph in re.split(r"\n\s*\n", prose(page.read_text())):
             if "GET_LOCK" in paragraph:
