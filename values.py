@@ -11,6 +11,7 @@ from collections.abc import Callable
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 
+import orjson
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 
@@ -267,6 +268,31 @@ def json_value(column, value):
 
 
 AS_THEY_ARE = frozenset({str, int, type(None)})  # JSON as they are (not bool: it is not int by type)
+
+_PAST_ASCII = re.compile("[\x7f-\U0010ffff]")
+
+
+def plain_json(value):
+    """`value`, of dicts, lists, text, integers and nulls only, as the compact JSON json.dumps
+    writes (separators "," and ":", ensure_ascii), by orjson, which is ~10x faster. orjson writes
+    the characters past ASCII (and DEL) as they are where json.dumps writes a \\u escape (a UTF-16
+    pair past U+FFFF): they are escaped so after. Not for floats: the two write some differently
+    (json 1e-05, orjson 0.00001)."""
+    try:
+        text = orjson.dumps(value)
+    except orjson.JSONEncodeError:  # an integer past 64 bits, a lone surrogate
+        return json.dumps(value, separators=(",", ":"), check_circular=False)
+    if text.isascii() and b"\x7f" not in text:
+        return text
+    return _PAST_ASCII.sub(_escaped, text.decode())
+
+
+def _escaped(match):
+    code = ord(match.group())
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    code -= 0x10000
+    return f"\\u{0xD800 | code >> 10:04x}\\u{0xDC00 | code & 0x3FF:04x}"
 
 
 def row_shape(table, items):

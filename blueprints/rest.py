@@ -13,7 +13,7 @@ from blueprints.gateway import identity
 from errors import APIError, Rest, bad_body, bad_query
 from query import filters, params, tree
 from rest import openapi, policies, rows, rpc
-from values import MAX_DEPTH, csv_field, strict_json
+from values import MAX_DEPTH, csv_field, plain_json, strict_json
 
 bp = Blueprint("rest", __name__, url_prefix="/rest/v1")
 
@@ -431,7 +431,7 @@ def page_response(read, page):
         )
     if total is not None and len(page.rows) < total:
         status = 206
-    response = rows_response(page.rows, page.names, media, status)
+    response = rows_response(page.rows, page.names, media, status, page.plain)
     response.headers["Content-Range"] = content_range
     if read.prefer.shown:
         response.headers["Preference-Applied"] = ", ".join(read.prefer.shown)
@@ -460,29 +460,33 @@ def location(name, key):
     return f"/{quote(name)}?" + "&".join(f"{quote(column)}=eq.{quote(str(v))}" for column, v in key.items())
 
 
-def rows_response(found, names, media, status):
+def rows_response(found, names, media, status, plain=False):
+    """The rows as the media asked; `plain` says every value in them is text, an integer or null."""
     app = current_app._get_current_object()  # each lookup through Flask's proxies costs: once here
     asked = accepted(request._get_current_object().headers.get("Accept", "")) or ""
     if asked.endswith(STRIPPED):
         found = [stripped(row) for row in found]
         kind = (OBJECT if media == "object" else ARRAY) + ";nulls=stripped"
         body = found[0] if media == "object" else found
-        return Response(encoded(app, body), status=status, content_type=kind)
+        return Response(encoded(app, body, plain), status=status, content_type=kind)
     if media == "object":
-        return Response(encoded(app, found[0]), status=status, mimetype=OBJECT)
+        return Response(encoded(app, found[0], plain), status=status, mimetype=OBJECT)
     if media == "csv":
         header = ",".join(names or (list(found[0]) if found else []))
         lines = [header, *(",".join(map(csv_field, row.values())) for row in found)]
         # Lines are separated, not ended, as PostgREST's: no newline after the last one.
         return Response("\n".join(lines), status=status, mimetype=CSV)
     kind = ARRAY if asked.startswith("application/vnd.pgrst.array") else JSON
-    return Response(encoded(app, found), status=status, mimetype=kind)
+    return Response(encoded(app, found, plain), status=status, mimetype=kind)
 
 
-def encoded(app, rows):
-    """Rows as compact JSON text. Without the check for cycles: rows are trees of new dicts and lists
-    (an embed's empty list may be shared, never nested in itself), and the check costs a fifth of
-    encoding a page with embeds."""
+def encoded(app, rows, plain):
+    """Rows as compact JSON text: by values.plain_json when `plain` (the same bytes, ~10x faster),
+    else by json without the check for cycles: rows are trees of new dicts and lists (an embed's
+    empty list may be shared, never nested in itself), and the check costs a fifth of encoding a
+    page with embeds."""
+    if plain:
+        return plain_json(rows)
     return app.json.dumps(rows, separators=COMPACT, check_circular=False)
 
 

@@ -90,6 +90,7 @@ class Page:
     total: int | None = None
     keys: list = field(default_factory=list)
     inserted: int | None = None  # of a POST: the rows inserted, not merged into existing ones
+    plain: bool = False  # every value in `rows` is text, an integer or null (plain JSON to encode)
 
 
 # --- who may do what
@@ -185,10 +186,10 @@ def _select(table, access, request):
 
 def _select_embedded(table, access, request):
     query, grant = request.query, access.action
-    found, total, names = embeds.read(
+    found, total, names, plain = embeds.read(
         table, query, access.who, grant, request.offset, request.limit, count=request.count
     )
-    return Page(single(request.media, found), names, total)
+    return Page(single(request.media, found), names, total, plain=plain)
 
 
 def _embedded_reader(table, access, write):

@@ -1,6 +1,7 @@
 """values.py: query-string and JSON values converted to column types, and database values back to
 JSON and CSV text."""
 
+import json
 import uuid
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
@@ -9,6 +10,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 
+import values
 from values import BadValue, body_value, convert_value, csv_field, json_value, whole_number
 
 kinds = sa.Table(
@@ -215,3 +217,19 @@ def test_csv_field_is_postgresqls_text_of_a_row(value, field):
 )  # fmt: skip
 def test_whole_number_takes_ascii_digits_only(raw, expected):
     assert whole_number(raw) == expected
+
+
+def test_plain_json_writes_what_json_dumps_writes():
+    """Every character (control characters, DEL, past ASCII, past U+FFFF), integers to 64 bits and
+    past them, nested dicts and lists: the bytes json.dumps writes, compact and ensure_ascii."""
+    text = "".join(chr(code) for code in range(0x110000) if not 0xD800 <= code < 0xE000)
+    for value in (
+        [{"k": text, "n": None, "small": -(2**63), "large": 2**64 - 1, "t": True, "e": [], "o": {}}],
+        {"é\U0001d11e": [text[:300], [["x\x7f"]]]},
+        [{"past 64 bits": 2**70}],
+        "plain ascii",
+        [],
+    ):
+        expected = json.dumps(value, separators=(",", ":"))
+        written = values.plain_json(value)
+        assert (written.decode() if isinstance(written, bytes) else written) == expected

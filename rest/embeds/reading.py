@@ -41,7 +41,8 @@ class Plan:
 
 def read(table, query, who, grant, offset, limit, count=False):
     """The page of the top level's rows (none when `limit` is 0), with their embeds, as JSON-ready
-    dicts; their total when `count` (else None); the keys of the objects. Each query is prepared
+    dicts; their total when `count` (else None); the keys of the objects; whether every value in
+    them is text, an integer or null (_Prepared.plain). Each query is prepared
     once per shape and runs with the request's values as parameters (the parents' keys too), those
     of one level together straight on the DBAPI (database.transactions.prepared)."""
     plan, values = _planned(table, query, who, grant, offset, limit)
@@ -51,8 +52,9 @@ def read(table, query, who, grant, offset, limit, count=False):
         values["limit"] = limit
     asked = ([plan.rows] if limit != 0 else []) + ([plan.count] if count else [])
     results = _run(asked, values) if asked else []
-    found = shape(plan.level, results[0], _Prepared(values)) if limit != 0 else []
-    return found, results[-1][0][0] if count else None, list(plan.names)
+    source = _Prepared(values)
+    found = shape(plan.level, results[0], source) if limit != 0 else []
+    return found, results[-1][0][0] if count else None, list(plan.names), source.plain
 
 
 def _planned(table, query, who, grant, offset, limit):
@@ -222,10 +224,12 @@ def _bucket(count):
 
 
 class _Prepared:
-    """The embeds' rows by a Plan's statements, with one request's values."""
+    """The embeds' rows by a Plan's statements, with one request's values; `plain` until a shaped
+    value is other than text, an integer or null (shaping.shape)."""
 
     def __init__(self, values):
         self.values = values
+        self.plain = True
 
     def rows(self, asked):
         """For each (Child, keys) of `asked`, its rows: the queries of one level run together."""
@@ -252,6 +256,8 @@ class _Prepared:
 class _Session:
     """The embeds' rows by statements made for the request, on the session's connection: a write's
     rows read back in its transaction."""
+
+    plain = True  # set on the instance by shaping.shape; a write's rows are encoded as any are
 
     def rows(self, asked):
         found = []

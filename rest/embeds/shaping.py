@@ -77,9 +77,10 @@ def _maker(aliases, positions):
 
 def shape(level, found, source):
     """Rows of `level` (tuples of level.needed()'s values, perhaps more after them) as dicts, the
-    rows of each embed fetched by `source` (_Prepared or _Session) for all of them at once."""
+    rows of each embed fetched by `source` (_Prepared or _Session) for all of them at once. Once
+    done, `source.plain` says whether every value in them is text, an integer or null."""
     layout = level.layout
-    values = _json_values(layout, found)
+    values = _json_values(layout, found, source)
     objects = list(map(layout.make, values))
     if not layout.children and not layout.joined:
         return objects
@@ -115,13 +116,15 @@ def shape(level, found, source):
     return objects
 
 
-def _json_values(layout, rows):
+def _json_values(layout, rows, source):
     """`rows` with the values of the items at their positions as JSON values (values.json_value):
-    the rows themselves when each such column holds only text, integers and NULLs, which are."""
+    the rows themselves when each such column holds only text, integers and NULLs, which are. A
+    column that holds anything else makes `source.plain` false."""
     converted = None
     for position, column, plain in layout.items:
         if plain and set(map(type, map(operator.itemgetter(position), rows))) <= AS_THEY_ARE:
             continue
+        source.plain = False
         if converted is None:
             converted = [list(row) for row in rows]
         for row in converted:

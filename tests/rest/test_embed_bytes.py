@@ -12,6 +12,8 @@ from decimal import Decimal
 import pytest
 import sqlalchemy as sa
 
+import blueprints.rest
+import values
 from support import Api
 
 TABLES = """
@@ -121,6 +123,17 @@ READS = [
     "b_owners?select=*,b_items(count)&order=id&limit=2&offset=1",
     "b_items?select=id,owner:b_owners(big,raw),b_tags(meta,amount)&owner_id=not.is.null&order=id",
 ]
+# Reads whose values are all text, integers and nulls (encoded by values.plain_json), with
+# characters past ASCII, DEL and control characters in them: (path, Accept header).
+PLAIN_READS = [
+    ("b_items?select=id,title,owner:b_owners(id,name),b_tags(label)&order=id", None),
+    ("b_owners?select=name,b_items(title,b_tags(id,label))&order=id", None),
+    ("b_items?select=title,b_tags(count),...b_owners(name)&order=id.desc", None),
+    ("b_items?select=id,title,b_owners(name)&id=eq.2", "application/vnd.pgrst.object+json"),
+    ("b_items?select=id,b_owners(name,id)&order=id", "application/vnd.pgrst.array+json;nulls=stripped"),
+    ("b_items?select=id,b_tags(label)&id=gt.10", None),
+    ("b_items?select=id,b_owners(name)&id=eq.2", None),  # ASCII but DEL
+]
 
 
 @pytest.fixture
@@ -149,6 +162,23 @@ def test_embedded_reads_answer_the_same_bytes(api):
     found = bodies(api)
     for path, expected in zip(READS, EXPECTED, strict=True):
         assert found[path] == expected, path
+
+
+def test_plain_reads_answer_the_same_bytes_by_the_faster_encoder(api, monkeypatch):
+    encoded = []
+
+    def plain_json(value):
+        encoded.append(value)
+        return values.plain_json(value)
+
+    monkeypatch.setattr(blueprints.rest, "plain_json", plain_json)
+    for (path, accept), expected in zip(PLAIN_READS, PLAIN_EXPECTED, strict=True):
+        response = api.get(f"/rest/v1/{path}", headers={"Accept": accept} if accept else {})
+        assert response.status_code == 200, (path, response.get_data(as_text=True))
+        assert response.get_data() == expected, path
+    assert len(encoded) == len(PLAIN_READS)
+    api.get(f"/rest/v1/{READS[0]}")  # floats, booleans, JSON, decimals: encoded by json
+    assert len(encoded) == len(PLAIN_READS)
 
 
 def test_a_hidden_child_row_and_an_unlisted_column_stay_out(api):
@@ -291,4 +321,41 @@ EXPECTED = [
         b't":null},{"meta":null,"amount":null}]},{"id":5,"owner":{"big":null,"raw":null},"b_tags":[]'
         b"}]"
     ),
+]
+
+
+PLAIN_EXPECTED = [
+    (
+        b'[{"id":1,"title":"first","owner":{"id":1,"name":"Zo\\u00eb \\u2603 \\ud834\\udd1e"},"b_tags":['
+        b'{"label":"red"},{"label":"blue \\u2713"}]},{"id":2,"title":"s\\u00e9cond","owner":{"id":2,"n'
+        b'ame":"quote \\" back \\\\ tab\\t nl\\n ctl\\u0001 del\\u007f"},"b_tags":[{"label":"green"}]},{"id'
+        b'":3,"title":"orphan","owner":null,"b_tags":[]},{"id":4,"title":"fourth","owner":{"id":1,"n'
+        b'ame":"Zo\\u00eb \\u2603 \\ud834\\udd1e"},"b_tags":[{"label":"a"},{"label":"b"},{"label":"c"}]}'
+        b',{"id":5,"title":"fifth","owner":{"id":3,"name":null},"b_tags":[]}]'
+    ),
+    (
+        b'[{"name":"Zo\\u00eb \\u2603 \\ud834\\udd1e","b_items":[{"title":"first","b_tags":[{"id":1,"lab'
+        b'el":"red"},{"id":2,"label":"blue \\u2713"}]},{"title":"fourth","b_tags":[{"id":5,"label":"a'
+        b'"},{"id":6,"label":"b"},{"id":7,"label":"c"}]}]},{"name":"quote \\" back \\\\ tab\\t nl\\n ctl\\'
+        b'u0001 del\\u007f","b_items":[{"title":"s\\u00e9cond","b_tags":[{"id":4,"label":"green"}]}]},'
+        b'{"name":null,"b_items":[{"title":"fifth","b_tags":[]}]}]'
+    ),
+    (
+        b'[{"title":"fifth","b_tags":[{"count":0}],"name":null},{"title":"fourth","b_tags":[{"count"'
+        b':3}],"name":"Zo\\u00eb \\u2603 \\ud834\\udd1e"},{"title":"orphan","b_tags":[{"count":0}],"name'
+        b'":null},{"title":"s\\u00e9cond","b_tags":[{"count":1}],"name":"quote \\" back \\\\ tab\\t nl\\n '
+        b'ctl\\u0001 del\\u007f"},{"title":"first","b_tags":[{"count":2}],"name":"Zo\\u00eb \\u2603 \\ud8'
+        b'34\\udd1e"}]'
+    ),
+    (
+        b'{"id":2,"title":"s\\u00e9cond","b_owners":{"name":"quote \\" back \\\\ tab\\t nl\\n ctl\\u0001 de'
+        b'l\\u007f"}}'
+    ),
+    (
+        b'[{"id":1,"b_owners":{"name":"Zo\\u00eb \\u2603 \\ud834\\udd1e","id":1}},{"id":2,"b_owners":{"n'
+        b'ame":"quote \\" back \\\\ tab\\t nl\\n ctl\\u0001 del\\u007f","id":2}},{"id":3},{"id":4,"b_owners'
+        b'":{"name":"Zo\\u00eb \\u2603 \\ud834\\udd1e","id":1}},{"id":5,"b_owners":{"id":3}}]'
+    ),
+    (b"[]"),
+    (b'[{"id":2,"b_owners":{"name":"quote \\" back \\\\ tab\\t nl\\n ctl\\u0001 del\\u007f"}}]'),
 ]
