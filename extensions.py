@@ -51,6 +51,7 @@ class Minibase:
     realtime_rules: object = None  # tables.toml's [realtime]: who may use private channels (live.topics)
     storage_backend: object = None  # where objects' bytes live (storage.files.backend)
     object_reads: dict = field(default_factory=dict)  # kind of rule -> storage.objects.prepared_find's
+    bucket_read: object = None  # storage.buckets.read's prepared statement
     reads: object = None  # the prepared reads' engine (database.connections); None: db.engine
     own: threading.local | None = None  # SQLite file: each thread's reads connection (transactions.prepared)
 

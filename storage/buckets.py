@@ -297,6 +297,23 @@ def find(bucket_id):
     return _bucket(row)
 
 
+def read(bucket_id):
+    """find() on its own, outside any transaction: one prepared read of the bucket's row, without the
+    session's work (an upload's checks before its body is taken, which no transaction holds)."""
+    if not BUCKET_ID.fullmatch(bucket_id or ""):
+        raise bucket_not_found()
+    cache = state()
+    if cache.bucket_read is None:
+        table = StorageBucket.__table__
+        query = sa.select(table.c.id, table.c.public, table.c.file_size_limit, table.c.allowed_mime_types)
+        query = query.where(table.c.id == sa.bindparam("id", required=True))
+        cache.bucket_read = transactions.prepare(query, cache.reads or db.engine)
+    rows = transactions.prepared({"id": bucket_id}, cache.bucket_read)[0]
+    if not rows:
+        raise bucket_not_found()
+    return _bucket(rows[0])
+
+
 def visible(bucket, who):
     """Whether `who` may see that `bucket` exists: the service key, anyone for a public one, and whoever
     its select rule lets read."""

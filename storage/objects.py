@@ -101,7 +101,7 @@ def check_content(bucket, mimetype, size=None):
 
 
 def bucket_for(bucket_id):
-    return transactions.read(buckets.find, bucket_id)
+    return buckets.read(bucket_id)
 
 
 def upload(bucket_id, name, who, body, upsert=False, replace=False):

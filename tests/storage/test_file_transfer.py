@@ -111,9 +111,15 @@ def test_a_whole_file_goes_to_the_loop_in_one_message_where_the_server_sends_fil
     assert asgi._zero_copy(scope, stream, [("Content-Length", str(len(PAYLOAD)))]) is None
 
 
-@pytest.mark.parametrize("size", [0, 1, files.CHUNK, files.CHUNK + 1, 9 * files.CHUNK + 5])
+INLINE = files.INLINE * files.CHUNK
+
+
+@pytest.mark.parametrize(
+    "size", [0, 1, files.CHUNK, files.CHUNK + 1, INLINE, INLINE + 1, 9 * files.CHUNK + 5]
+)
 def test_a_body_is_received_whole_with_its_md5(tmp_path, size):
-    """Around the chunks' edges: one chunk is hashed in place, more on the md5 thread, in order."""
+    """Around the chunks' edges: the first INLINE chunks are hashed in place, the rest on the md5
+    thread, in order."""
     data = bytes(range(256)) * (size // 256) + b"x" * (size % 256)
     received = files.receive(io.BytesIO(data), len(data), tmp_path)
     assert received.size == size and received.md5 == hashlib.md5(data).hexdigest()

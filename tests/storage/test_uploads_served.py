@@ -189,3 +189,45 @@ def test_a_disk_that_fails_while_the_body_arrives_is_a_503_and_leaves_no_file(tm
         assert unavailable.value.status == 503
     spool.close()
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("mysql", marks=pytest.mark.mysql)])
+def test_an_upload_is_held_to_its_buckets_row_as_it_is_now(service, anon_key, app):
+    buckets = "/storage/v1/bucket"
+    made = service.post(
+        buckets, json={"id": "docs", "file_size_limit": 100, "allowed_mime_types": ["image/*"]}
+    )
+    assert made.status_code == 200
+    text = {"Content-Type": "text/plain"}
+    assert service.post(f"{OBJECTS}/docs/a.txt", data=b"x" * 10, headers=text).status_code == 415
+    changed = {"file_size_limit": 5, "allowed_mime_types": ["text/plain"]}
+    assert service.put(f"{buckets}/docs", json=changed).status_code == 200
+    assert service.post(f"{OBJECTS}/docs/a.txt", data=b"x" * 10, headers=text).status_code == 413
+    assert service.put(f"{buckets}/docs", json={"file_size_limit": 100}).status_code == 200
+    assert service.post(f"{OBJECTS}/docs/a.txt", data=b"x" * 10, headers=text).status_code == 200
+    anon = app.test_client().post(f"{OBJECTS}/docs/b.txt", data=b"x", headers={"apikey": anon_key, **text})
+    assert anon.status_code in (401, 403)  # a bucket the API made is the service_role's alone
+    assert (
+        service.post(f"{OBJECTS}/docs/a.txt", data=b"y", headers={**text, "x-upsert": "true"}).status_code
+        == 200
+    )
+    removed = service.delete(f"{OBJECTS}/docs", json={"prefixes": ["a.txt"]})
+    assert removed.status_code == 200
+    assert service.delete(f"{buckets}/docs").status_code == 200
+    gone = service.post(f"{OBJECTS}/docs/a.txt", data=b"x", headers=text)
+    assert gone.status_code == 404 and gone.json["error"] == "Bucket not found"
+    for hostile in ("..", "a/../b", "x" * 64, "a%00"):
+        assert service.post(f"{OBJECTS}/{hostile}/a.txt", data=b"x", headers=text).status_code in (400, 404)
+
+
+def test_placing_a_file_again_does_nothing_more(tmp_path):
+    disk = files.Disk(tmp_path)
+    received = files.receive(io.BytesIO(b"bytes"), 10, tmp_path / ".tmp")
+    key = files.new_key()
+    disk.place(received, key)
+    disk.place(received, key)  # a transaction tried again
+    assert disk.path(key).read_bytes() == b"bytes" and list((tmp_path / ".tmp").iterdir()) == []
+    received.discard()
+    with pytest.raises(APIError) as lost:
+        disk.place(received, files.new_key())  # its file gone, and never placed: not a silent success
+    assert lost.value.status == 503
