@@ -95,9 +95,10 @@ class Md5:
 
 def receive(stream, limit, directory):
     """Copy `stream` into a new temporary file in `directory`, chunk by chunk, with its md5 (Md5);
-    a 413 past `limit` bytes, and no file left behind when anything goes wrong (a client that hangs
-    up included). A Spool, the whole body the server received into `directory` with its md5, is
-    taken as it is, without a copy."""
+    a 413 past `limit` bytes, a 400 when the client's body cannot be read (it hung up or stalled
+    halfway), a 503 when the disk cannot take it, and no file left behind when anything goes wrong.
+    A Spool, the whole body the server received into `directory` with its md5, is taken as it is,
+    without a copy."""
     if isinstance(stream, Spool):
         return stream.take(limit, directory)
     fd, path = _temporary(directory)
@@ -105,7 +106,7 @@ def receive(stream, limit, directory):
     try:
         with os.fdopen(fd, "wb") as file:
             while True:
-                chunk = stream.read(CHUNK)
+                chunk = _read(stream)
                 if not chunk:
                     break
                 size += len(chunk)
@@ -123,6 +124,19 @@ def receive(stream, limit, directory):
             raise disk_unavailable() from None  # full, read-only, gone: the client's body was fine
         raise
     return Received(path, size, md5)
+
+
+def _read(stream):
+    """The next chunk of the client's body. An OSError here is the client's side (a connection
+    reset, a read that timed out), not the disk's: a 400, never the 503 of a disk."""
+    try:
+        return stream.read(CHUNK)
+    except OSError:
+        raise body_unreadable() from None
+
+
+def body_unreadable():
+    return storage_error(400, Storage.INVALID_REQUEST, "The request body could not be read to its end")
 
 
 def _temporary(directory):
