@@ -199,7 +199,7 @@ def _run(work, args, kwargs, commit, read_only):
             committing = False
             _committing_alone.set(False)
             try:
-                db.session.rollback()  # what the request read before is over: a fresh snapshot
+                _roll_back()  # what the request read before is over: a fresh snapshot
                 stop = None
                 with _read_only(read_only):
                     try:
@@ -212,7 +212,7 @@ def _run(work, args, kwargs, commit, read_only):
                 committing = True
                 # A commit refused (a Galera certification failure) tries the whole unit again, the
                 # commit of a CommitAndRaise included: its counted failure must not be lost.
-                if db.session().in_transaction():
+                if _in_transaction():
                     db.session.commit() if commit or stop is not None else db.session.rollback()
                 if pending:
                     pending.clear()  # committed: the block's later units do not repeat it
@@ -220,7 +220,7 @@ def _run(work, args, kwargs, commit, read_only):
                     raise stop.error from None
                 return result
             except DBAPIError as exc:
-                db.session.rollback()
+                _roll_back()
                 if (
                     attempt == ATTEMPTS
                     or not retryable(exc, committing or _committing_alone.get())
@@ -229,11 +229,22 @@ def _run(work, args, kwargs, commit, read_only):
                     raise
                 log.info("%s: %s, trying again (attempt %d)", work.__name__, describe(exc), attempt + 1)
             except BaseException:
-                db.session.rollback()
+                _roll_back()
                 raise
         raise AssertionError("unreachable")
     finally:
         _inside.reset(token)
+
+
+def _in_transaction():
+    """Whether the request's session has a transaction open; a unit that never used the session (a
+    write that ran alone, in autocommit) makes none only to ask."""
+    return db.session.registry.has() and db.session().in_transaction()
+
+
+def _roll_back():
+    if db.session.registry.has():
+        db.session.rollback()
 
 
 @contextlib.contextmanager
@@ -296,7 +307,7 @@ def execute(statement, values, alone=False):
     connection of the reads engine, its own transaction, without a COMMIT's round trip nor the
     session's work. A connection lost while it runs is then not tried again: it may have committed.
     Anything else runs on the session's connection, inside the unit's transaction."""
-    if alone and _inside.get() == COMMITS and _alongside.get() is None and not db.session().in_transaction():
+    if alone and _inside.get() == COMMITS and _alongside.get() is None and not _in_transaction():
         reads = state().reads
         if reads is not None and reads.dialect.name == "mysql":
             return _execute_alone(reads, statement, values)
