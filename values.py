@@ -195,6 +195,34 @@ def body_value(column, value):
     return converted
 
 
+def body_converter(column):
+    """body_value for `column`, as a function of the value, with what it asks of the column's type
+    worked out once: the common values (a string for a text column, a number for a numeric one, a
+    null) go straight through; any other value, or one that does not fit, goes through body_value."""
+    column_type = column.type
+    kind = None if isinstance(column_type, sa.JSON) else python_type(column_type)
+    text = kind is str and not isinstance(column_type, sa.Enum)
+    length = (
+        (getattr(column_type, "length", None) or math.inf) if isinstance(column_type, sa.String) else math.inf
+    )
+    integer = kind is int and not is_tinyint_boolean(column_type)
+    number = kind is float
+
+    def convert(value):
+        if value is None:
+            return None
+        sent = type(value)
+        if text and sent is str and len(value) <= length:
+            return value
+        if (integer or number) and sent is int and -MAX_INTEGER <= value < MAX_INTEGER:
+            return float(value) if number else value
+        if number and sent is float and math.isfinite(value):
+            return value
+        return body_value(column, value)
+
+    return convert
+
+
 def _from_json(column, value):
     if value is None or isinstance(column.type, sa.JSON):
         return value
@@ -385,6 +413,10 @@ def strict_json(raw):
         data = json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant, parse_float=_finite_float)
     except RecursionError:
         raise ValueError("too deeply nested") from None
+    if b"\\u" not in raw and raw.count(b"{") + raw.count(b"[") <= MAX_DEPTH:
+        # No escape, so no surrogate (strict UTF-8 has none); no more containers than MAX_DEPTH, so
+        # none nested deeper: nothing for the walk below to find, as in most bodies.
+        return data
     pending = [(data, 1)]
     while pending:
         value, depth = pending.pop()

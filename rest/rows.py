@@ -14,7 +14,7 @@ from errors import APIError, Rest
 from query import params, resolve, tree
 from rest import embeds, policies, reads, reflection, refusals, writes
 from rest.refusals import client_error, database_error
-from values import BadValue, body_value, json_rows
+from values import BadValue, body_converter, body_value, json_rows
 
 log = logging.getLogger("minibase")
 
@@ -57,8 +57,8 @@ class Write:
     prefer: Prefer
     media: str
     rows: list = field(default_factory=list)  # the body's objects
-    columns_param: list | None = None
-    on_conflict: list | None = None
+    columns_param: tuple | None = None
+    on_conflict: tuple | None = None
 
     def written(self):
         """The columns the body sets."""
@@ -212,6 +212,8 @@ def _items(table, write, reader):
     returns nothing and its select embeds (then the select does not apply)."""
     if reader is not None or (write.query.embeds() and write.prefer.returns != "representation"):
         return []
+    if write.query.select is None and write.prefer.returns != "representation":
+        return []  # no rows returned, and no select to check
     return resolve.parse_select(write.query.select, table)
 
 
@@ -273,8 +275,19 @@ def _insert_values(table, write, access):
 
 def _row_values(table, row):
     """A body object's values, converted; a 400 naming an unknown column."""
-    reflection.require_columns(table, row, "body")
-    return {key: body_value(table.c[key], value) for key, value in row.items()}
+    converters = _body_converters(table)
+    if not row.keys() <= converters.keys():
+        reflection.require_columns(table, row, "body")
+    return {key: converters[key](value) for key, value in row.items()}
+
+
+def _body_converters(table):
+    """The reflected table's body_converter of each column, by key: made once, and gone with the
+    table when it is reflected again."""
+    found = table.info.get("body_converters")
+    if found is None:
+        found = table.info["body_converters"] = {column.key: body_converter(column) for column in table.c}
+    return found
 
 
 def _modify(table, access, write):

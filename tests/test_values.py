@@ -11,7 +11,17 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 
 import values
-from values import BadValue, body_value, convert_value, csv_field, json_value, whole_number
+from values import (
+    MAX_DEPTH,
+    BadValue,
+    body_converter,
+    body_value,
+    convert_value,
+    csv_field,
+    json_value,
+    strict_json,
+    whole_number,
+)
 
 kinds = sa.Table(
     "kinds",
@@ -157,6 +167,72 @@ def test_body_value_refuses(column, value, kind, message):
     with pytest.raises(BadValue) as error:
         body_value(column, value)
     assert error.value.kind == kind and str(error.value) == message
+
+
+BODY_VALUES = [
+    None, 0, 1, 2, -7, 2**63 - 1, 2**63, -(2**63), -(2**63) - 1, 10**400, 1.5, 2.0, -0.0, float("nan"),
+    float("inf"), True, False, "", "x", "7", "x" * 51, "x" * 50, "red", "blue", "2024-01-02",
+    "2024-01-02T03:04:05Z", "12:30", "true", str(uuid.UUID(int=5)), [1], {"a": 1},
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("column", list(kinds.c), ids=lambda column: column.key)
+def test_body_converter_answers_as_body_value_does(column):
+    """The per-column converter a reflected table keeps gives what body_value gives, value for value,
+    refusals included."""
+    convert = body_converter(column)
+    for value in BODY_VALUES:
+        try:
+            expected = ("value", body_value(column, value))
+        except (BadValue, OverflowError) as exc:
+            expected = ("refused", type(exc), str(exc), getattr(exc, "kind", None))
+        try:
+            got = ("value", convert(value))
+        except (BadValue, OverflowError) as exc:
+            got = ("refused", type(exc), str(exc), getattr(exc, "kind", None))
+        assert got == expected, value
+        if got[0] == "value":
+            assert type(got[1]) is type(expected[1]), value
+
+
+def nested(depth):
+    """`depth` arrays, one inside the other."""
+    return b"[" * depth + b"]" * depth
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"a": "\\ud800"}',  # a lone surrogate, escaped
+        b'{"\\udfff": 1}',  # in a key
+        b'[1, ["x", "\\ud83d"]]',  # nested, beside other values
+        nested(MAX_DEPTH + 1),
+        b'{"a": ' * (MAX_DEPTH + 1) + b"1" + b"}" * (MAX_DEPTH + 1),
+    ],
+)
+def test_strict_json_refuses_surrogates_and_depth(raw):
+    with pytest.raises(ValueError):
+        strict_json(raw)
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (b'{"a": "\\u00e9\\\\ud800"}', {"a": "\u00e9\\ud800"}),  # escapes, none a lone surrogate
+        (b'["\\ud83d\\ude00"]', ["\U0001f600"]),  # a pair is one character
+        (nested(2), [[]]),
+        (b'{"a": "' + b"[" * 40 + b'", "b": [1, {"c": null}]}', {"a": "[" * 40, "b": [1, {"c": None}]}),
+    ],
+)
+def test_strict_json_takes_what_is_within_its_rules(raw, expected):
+    assert strict_json(raw) == expected
+
+
+def test_strict_json_takes_the_deepest_nesting_allowed():
+    data = strict_json(nested(MAX_DEPTH))
+    for _ in range(MAX_DEPTH - 1):
+        data = data[0]
+    assert data == []
 
 
 # ---------------------------------------------------------------------------
