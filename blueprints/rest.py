@@ -1,6 +1,7 @@
 """/rest/v1/{table}: PostgREST's wire format over the tables tables.toml exposes. The views parse
 the request into rows.py's request objects, call rows.py, and shape its Page into a response."""
 
+import dataclasses
 import functools
 import re
 from urllib.parse import quote
@@ -198,8 +199,11 @@ def parse_query(pairs, select=None, order=None):
 
 
 def preferences():
-    """The Prefer header(s); unknown or malformed preferences are ignored, as PostgREST does."""
-    return parsed_preferences(tuple(request.headers.getlist("Prefer")), current_app.config["DB_TX_END"])
+    """The Prefer header(s); unknown or malformed preferences are ignored, as PostgREST does. The
+    server joins repeated headers into the one environ key werkzeug's headers read (getlist, which
+    walks every header, finds that one)."""
+    prefer = request._get_current_object().environ.get("HTTP_PREFER")
+    return parsed_preferences(() if prefer is None else (prefer,), current_app.config["DB_TX_END"])
 
 
 # The values each preference takes; of a preference given twice, the first that is one of them counts.
@@ -352,18 +356,60 @@ def bad_range(message, hint=None):
 
 
 def names_parameter(name):
-    """columns= or on_conflict=: a list of column names, or None when absent."""
+    """columns= or on_conflict=: a tuple of column names, or None when absent."""
     raw = request.args.get(name)
     if raw is None:
         return None
-    names = [part.strip().strip('"') for part in raw.split(",")]
+    names = tuple(part.strip().strip('"') for part in raw.split(","))
     if not all(names):
         raise bad_query(f'"{name}" must be a comma-separated list of column names')
     return names
 
 
+# What parse_write made of a write's query string and headers, by what it was made of: a client
+# sends the same insert again and again, and only its body differs. Kept as READS are.
+WRITES = {}
+
+
 def parse_write(array=False, filtered=False, body=True):
-    """A write request: filters (required for PATCH and DELETE), preferences and the body's rows."""
+    """A write request: filters (required for PATCH and DELETE), preferences and the body's rows.
+    All but the body is parsed once per query string, headers and settings it is made of (it reads
+    nothing else, and a Write's parts are never changed), and kept only when all of it parsed: a
+    request found there can only fail on its body, as it would have."""
+    asked = request._get_current_object()  # one lookup behind the proxy (gateway.before)
+    environ, config = asked.environ, current_app._get_current_object().config
+    query = environ.get("QUERY_STRING", "")
+    key = (
+        asked.method,
+        array,
+        filtered,
+        body,
+        query,
+        environ.get("HTTP_PREFER"),
+        environ.get("HTTP_ACCEPT"),
+        config["DB_TX_END"],
+        config["DB_AGGREGATES_ENABLED"],
+    )
+    head = WRITES.get(key)
+    if head is None:
+        write = _parse_write(array, filtered, body)
+        if len(query) <= MAX_KEPT_QUERY:
+            if len(WRITES) >= MAX_READS:
+                WRITES.clear()
+            WRITES[key] = dataclasses.replace(write, rows=[])
+        return write
+    objects = body_objects(array) if body else []
+    check_keys_match(objects, head.columns_param, head.prefer)
+    return dataclasses.replace(head, rows=objects)
+
+
+def check_keys_match(objects, columns, prefer):
+    if columns is None and len({frozenset(row) for row in objects}) > 1 and not prefer.missing_default:
+        # With missing=default each row's missing keys take their column's default, so they may differ.
+        raise bad_body("All object keys must match", hint="or name the columns with ?columns=")
+
+
+def _parse_write(array, filtered, body):
     for reserved in ("limit", "offset", "order"):
         if reserved in request.args:
             raise bad_query(f'"{reserved}" is not supported on {request.method}')
@@ -380,9 +426,7 @@ def parse_write(array=False, filtered=False, body=True):
         )
     objects = body_objects(array) if body else []
     columns = names_parameter("columns")
-    if columns is None and len({frozenset(row) for row in objects}) > 1 and not prefer.missing_default:
-        # With missing=default each row's missing keys take their column's default, so they may differ.
-        raise bad_body("All object keys must match", hint="or name the columns with ?columns=")
+    check_keys_match(objects, columns, prefer)
     return rows.Write(query, prefer, media_type(), objects, columns, names_parameter("on_conflict"))
 
 

@@ -1,10 +1,12 @@
 """A row is inserted by a statement compiled once per table and set of columns and run on the
 session's connection (rest/writes.py): the keys it reports, names that need quoting, a table that
-changes under its cached plan, and the fallback for a key only RETURNING can read back."""
+changes under its cached plan, and the fallback for a key only RETURNING can read back. A write's
+query string and headers are parsed once (blueprints/rest.py): each body is still read and checked."""
 
 import pytest
 import sqlalchemy as sa
 
+import blueprints.rest as rest_views
 from support import assert_rest_error
 
 REPRESENTATION = {"Prefer": "return=representation"}
@@ -106,3 +108,47 @@ def test_a_key_the_database_fills_is_read_back_as_before(server_keyed):
     with engine.connect() as connection:
         stored = connection.exec_driver_sql("SELECT id, label FROM tokens").all()
     assert response.json == [{"id": stored[0][0], "label": "a"}] and stored[0][0]
+
+
+def test_a_write_parsed_before_still_reads_and_checks_each_body(rest):
+    url = "/rest/v1/items?columns=name,qty"
+    assert rest.anon.post(url, json=[{"name": "Fig", "qty": 1}]).status_code == 201
+    bad = rest.anon.post(url, data=b'{"name": ', headers={"Content-Type": "application/json"})
+    assert assert_rest_error(bad, 400)["message"] == "Could not parse the request body as JSON"
+    assert (
+        rest.anon.post(url, json={"name": "Lime", "qty": 2, "note": "not a column asked for"}).status_code
+        == 201
+    )
+    assert rest.anon.post(url, json={"name": "Kiwi", "qty": "many"}).status_code == 400
+    assert rest.anon.post("/rest/v1/items", json=[{"name": "A"}, {"name": "B"}]).status_code == 201
+    mixed = rest.anon.post("/rest/v1/items", json=[{"name": "C"}, {"name": "D", "qty": 1}])
+    assert assert_rest_error(mixed, 400)["message"] == "All object keys must match"
+    assert [(r["name"], r["qty"], r["note"]) for r in rest.rows("items")[5:]] == [
+        ("Fig", 1, None),
+        ("Lime", 2, None),
+        ("A", None, None),
+        ("B", None, None),
+    ]
+
+
+def test_a_write_parsed_before_is_not_another_methods_nor_other_headers(rest):
+    url = "/rest/v1/items?id=eq.1"
+    assert rest.anon.patch(url, json={"qty": 3}).status_code == 204
+    assert rest.anon.patch(url, json={"qty": 4}, headers=REPRESENTATION).json[0]["qty"] == 4
+    refused = rest.anon.patch(url, json={"qty": 5}, headers={"Accept": "text/html"})
+    assert assert_rest_error(refused, 406)["message"].startswith("None of these media types")
+    assert rest.anon.delete(url, headers=REPRESENTATION).json[0]["qty"] == 4
+    assert rest.anon.post("/rest/v1/items", json={"name": "Fig"}).get_data() == b""
+    made = rest.anon.post("/rest/v1/items", json={"name": "Lime"}, headers=REPRESENTATION)
+    assert made.status_code == 201 and made.json[0]["name"] == "Lime"
+    filtered = rest.anon.post(url, json={"name": "Kiwi"})
+    assert assert_rest_error(filtered, 400)["message"] == "filters are not supported on POST"
+
+
+def test_kept_write_parses_are_bounded(rest, monkeypatch):
+    monkeypatch.setattr(rest_views, "WRITES", {})
+    monkeypatch.setattr(rest_views, "MAX_READS", 3)
+    for n in range(1, 6):
+        assert rest.anon.patch(f"/rest/v1/items?id=eq.{n}", json={"qty": n}).status_code == 204
+    assert 0 < len(rest_views.WRITES) <= 3
+    assert [row["qty"] for row in rest.rows("items")] == [1, 2, 3, 4, 5]
