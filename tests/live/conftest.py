@@ -16,6 +16,9 @@ from support import SECRET, free_port
 ROOT = Path(__file__).resolve().parent.parent.parent
 
 
+RUN_WSGI_PY = "import runpy; runpy.run_path('wsgi.py', run_name='__main__')"
+
+
 class Server:
     """A running `python wsgi.py`: its process, URL, socket URL, keys and log."""
 
@@ -44,10 +47,11 @@ class Server:
 @pytest.fixture
 def start_server(tmp_path, database_url, lay_migrated):
     """Start `python wsgi.py` on the test database with `tables` (tables.toml text) and `settings`;
-    the database holds the service's migrated tables (tests/conftest.py, lay_migrated)."""
+    the database holds the service's migrated tables (tests/conftest.py, lay_migrated). `prelude`:
+    Python run in the process before wsgi.py (a module's constant shortened for a test)."""
     started = []
 
-    def start(tables="", **settings):
+    def start(tables="", prelude=None, **settings):
         port = free_port()
         config = tmp_path / f"tables-{port}.toml"
         config.write_text(tables)
@@ -64,7 +68,8 @@ def start_server(tmp_path, database_url, lay_migrated):
         lay_migrated(settings)
         log_path = tmp_path / f"server-{port}.log"
         with log_path.open("w") as log:
-            process = subprocess.Popen([sys.executable, "wsgi.py"], cwd=ROOT, env=env, stdout=log, stderr=log)
+            program = ["wsgi.py"] if prelude is None else ["-c", f"{prelude}\n{RUN_WSGI_PY}"]
+            process = subprocess.Popen([sys.executable, *program], cwd=ROOT, env=env, stdout=log, stderr=log)
         started.append(process)
         server = Server(process, port, log_path)
         server.database_url = env["DATABASE_URL"]

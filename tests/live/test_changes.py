@@ -390,3 +390,46 @@ def test_trimming_keeps_what_a_late_commit_and_the_next_id_need(app, database_ur
             assert left.scalars().all() == [3, 4] + ([5] if backend == "mysql" else [])  # 5 was open
     finally:
         engine.dispose()
+
+
+JUDGED_ALONE = """
+[tables.posts]
+select = "anon"
+insert = "anon"
+realtime = true
+
+[tables.posts.policies]
+select = "{policy}"
+"""
+# A row policy that errs on one row only: on SQLite a title that is no regular expression; on
+# MariaDB (whose REGEXP then only warns) a scalar subquery that finds two rows for that title.
+ERRS_ON_A_ROW = {
+    "sqlite": "title REGEXP title",
+    "mysql": "COALESCE((SELECT 1 FROM plain WHERE body = title), 1) = 1",
+}
+
+
+def test_a_change_that_cannot_be_judged_holds_the_others_back_only_so_long(start_server, database, backend):
+    """A batch whose judging fails is judged again for JUDGE_RETRY_SECONDS (60, 2 here), then each
+    change alone: the one the row policy errs on is not delivered (the log names it), the others
+    are, and the changes after them flow as before."""
+    database("INSERT INTO plain (body) VALUES ('(unclosed'), ('(unclosed')")
+    tables = JUDGED_ALONE.format(policy=ERRS_ON_A_ROW[backend])
+    server = start_server(tables, prelude="import live.changes; live.changes.JUDGE_RETRY_SECONDS = 2")
+    watcher = Client(server)
+    assert watcher.join("db", postgres_changes=changes("db", ("INSERT", "posts", {})))["status"] == "ok"
+    watcher.until("system")
+    database("INSERT INTO posts (title, published) VALUES ('fine', 1)")
+    assert change(watcher)[1]["record"]["title"] == "fine"  # judged at once
+    started = time.monotonic()
+    database("INSERT INTO posts (title, published) VALUES ('(unclosed', 1)")
+    database("INSERT INTO posts (title, published) VALUES ('after it', 1)")
+    _, data = change(watcher, timeout=20)
+    assert data["record"]["title"] == "after it"  # the one before it was never delivered
+    assert time.monotonic() - started > 1.5, server.log()  # judged again as a batch first, for 2 s
+    assert "cannot be judged: not delivered" in server.wait_for_log("cannot be judged: not delivered")
+    database("INSERT INTO posts (title, published) VALUES ('next', 1)")
+    started = time.monotonic()
+    assert change(watcher)[1]["record"]["title"] == "next"
+    assert time.monotonic() - started < 1.5  # the retrying ended with the batch it held
+    watcher.nothing()
