@@ -44,6 +44,25 @@ def wait_until_healthy(api, seconds):
         time.sleep(0.2)
 
 
+def freeze(pid):
+    """SIGSTOP to mariadbd, returning once every one of its threads has stopped. The signal stops
+    the process only when the one thread it wakes runs and stops the others: on a loaded machine
+    its other threads went on answering queries for tens of milliseconds after kill() returned."""
+    os.kill(pid, signal.SIGSTOP)
+    deadline = time.monotonic() + 10
+    while not all(_stopped(task) for task in Path(f"/proc/{pid}/task").iterdir()):
+        assert time.monotonic() < deadline, "mariadbd did not stop"
+        time.sleep(0.005)
+
+
+def _stopped(task):
+    try:
+        stat = (task / "stat").read_text()
+    except FileNotFoundError:  # a thread that has ended
+        return True
+    return stat[stat.rindex(")") + 2] in "tT"
+
+
 def mariadb_pid(server_url):
     connection = mysql_connection(server_url)
     with connection.cursor() as cursor:
@@ -123,7 +142,7 @@ def test_a_frozen_database_answers_503_in_bounded_time_and_recovery_is_automatic
     token = api.sign_up()["access_token"]
     assert api.get("/health").status_code == 200
     pid = mariadb_pid(mariadb_server)
-    os.kill(pid, signal.SIGSTOP)
+    freeze(pid)
     try:
         for path, headers in (("/health", {}), ("/auth/v1/user", {"Authorization": f"Bearer {token}"})):
             started = time.monotonic()
@@ -182,7 +201,7 @@ def test_a_database_down_at_start_is_a_503_until_it_answers_then_it_is_migrated(
     if os.environ.get("TEST_DATABASE_URL"):
         pytest.skip("needs the throwaway mariadbd the suite starts itself")
     pid = mariadb_pid(mariadb_server)
-    os.kill(pid, signal.SIGSTOP)
+    freeze(pid)
     try:
         app = make_app(DB_TIMEOUT=1)
         api = Api(app, anon_key)
@@ -436,7 +455,7 @@ def test_a_frozen_database_ends_every_request_within_db_timeout_in_all(
     for thread in in_flight:
         thread.start()
     time.sleep(0.1)  # the sign-ins have read the user and are hashing
-    os.kill(pid, signal.SIGSTOP)
+    freeze(pid)
     try:
         names = [f"{kind} {n}" for kind in ("read", "write", "health") for n in range(3)]
         during = [threading.Thread(target=send, args=(name, results)) for name in names]
