@@ -8,7 +8,7 @@ from collections import Counter
 from datetime import timedelta
 
 from limits import parse as parse_limit
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import delete, exists, insert, or_, select, update
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from auth import audit, hooks, identity, sessions, tokens
@@ -39,8 +39,12 @@ from extensions import db, limiter, state
 from models import (
     METADATA_COLUMNS,
     PROFILE_FIELDS,
+    Challenge,
     Factor,
     FailedSignIn,
+    FlowState,
+    Identity,
+    OneTimeToken,
     Profile,
     Session,
     SignUpLock,
@@ -143,9 +147,36 @@ def create_user(email, password, data, hashed=None, provider="email"):
         if not isinstance(exc, IntegrityError):
             raise
         raise user_already_exists() from None
+    if has_leftovers(user_id):  # of an earlier user with this id, deleted by another program
+        forget(user_id)
     profile = {"user_id": user_id, "about": about, "extra": extra or None, "updated_at": now}
     upsert(Profile.__table__, profile, ["user_id"])
     return user_id
+
+
+def forget(user_id):
+    """Delete what the service's own tables keep of user `user_id`: sessions and their refresh
+    tokens, factors and their challenges, identities, pending codes and flows, the profile. Left
+    behind, they would be the next user's given the same id (SQLite reuses rowids, an AUTO_INCREMENT
+    can be reset): their sessions, their app_metadata and ban, their provider's sign-in."""
+    sessions.end(Session.user_id == user_id)
+    factors = select(Factor.id).where(Factor.user_id == user_id)
+    db.session.execute(delete(Challenge).where(Challenge.factor_id.in_(factors)))
+    for model in (Factor, Identity, OneTimeToken, Profile):
+        db.session.execute(delete(model).where(model.user_id == user_id))
+    flows = or_(FlowState.user_id == user_id, FlowState.link_user_id == user_id)
+    db.session.execute(delete(FlowState).where(flows))
+
+
+def has_leftovers(user_id):
+    """Whether the service's tables keep anything of a user `user_id`: a plain read, which locks
+    nothing (deletes of rows that are not there would lock the gaps concurrent sign-ups insert in)."""
+    kept = [
+        exists().where(model.user_id == user_id)
+        for model in (Session, Profile, Factor, Identity, OneTimeToken)
+    ]
+    kept.append(exists().where(or_(FlowState.user_id == user_id, FlowState.link_user_id == user_id)))
+    return db.session.execute(select(or_(*kept))).scalar()
 
 
 CHECK_VIOLATIONS = (3819, 4025)  # MySQL, MariaDB: a CHECK constraint refused the row

@@ -1,22 +1,17 @@
 """The administrator's work on users (the service_role key): GoTrue's /admin/users. Each write is one
 transaction."""
 
-from sqlalchemy import delete, func, or_, select, true
+from sqlalchemy import delete, func, select, true
 from sqlalchemy.exc import IntegrityError
 
 from auth import audit, sessions, tokens
-from auth.accounts import change_user, create_user, locked_profile_value, merged, set_active
+from auth.accounts import change_user, create_user, forget, locked_profile_value, merged, set_active
 from auth.users import factors_of, identities_of, load_user, timestamp, user_object, user_query
 from database.transactions import transactional
 from errors import APIError, Auth, user_not_found
 from extensions import db
 from models import (
     METADATA_COLUMNS,
-    Challenge,
-    Factor,
-    FlowState,
-    Identity,
-    OneTimeToken,
     Profile,
     Session,
     upsert,
@@ -146,14 +141,8 @@ def admin_delete_user(user_id):
     (and, were the id ever used again, to a stranger)."""
     email = admin_get_user(user_id)["email"]
     users = users_table()
-    sessions.end(Session.user_id == user_id)
+    forget(user_id)
     audit.record("user_deleted", audit.user_target(user_id, email))
-    factors = select(Factor.id).where(Factor.user_id == user_id)
-    db.session.execute(delete(Challenge).where(Challenge.factor_id.in_(factors)))
-    for model in (Factor, Identity, OneTimeToken, Profile):
-        db.session.execute(delete(model).where(model.user_id == user_id))
-    flows = or_(FlowState.user_id == user_id, FlowState.link_user_id == user_id)
-    db.session.execute(delete(FlowState).where(flows))
     try:
         db.session.execute(delete(users).where(users.c.user_id == user_id))
     except IntegrityError:
