@@ -40,6 +40,7 @@ log = logging.getLogger("minibase")
 CONNECTION_LIMIT = 1000  # open sockets; waitress's default (100) is taken by a hundred idle clients
 CHANNEL_TIMEOUT = 20  # seconds a connection may sit idle or half-sent before it is closed
 CLEANUP_INTERVAL = 2  # seconds between looks for such connections
+RECV_BYTES = 65536  # a read of the socket: waitress's 8 KB made a 64 MB upload 8,192 turns of its loop
 HEADER_SECONDS = 10  # a request's line and headers must be in within this of its first byte
 ACCEPTS_PER_TURN = 50  # connections accepted in one turn of the loop; room is made for as many
 DRAIN_SECONDS = 30
@@ -268,6 +269,7 @@ def make_server(app, host, port, threads, sockets=None):
         ident="minibase",
         # waitress buffers a body before the app sees it: past the largest upload (and its form), stop.
         max_request_body_size=app.config["STORAGE_FILE_SIZE_LIMIT"] + FORM_BYTES,
+        recv_bytes=RECV_BYTES,
         **proxies,
     )
     limits = limits_of(app)
