@@ -163,19 +163,22 @@ class Spool:
         self.file = io.BytesIO()
         self.path = None  # the file's, once the body is past `memory`
         self.failed = False
+        self.closed = False
+        self.lock = threading.Lock()  # the server may write from a thread while the loop closes it
 
     def write(self, chunk):
-        self.size += len(chunk)
-        if self.failed:
-            return
-        self.digest.update(chunk)
-        try:
-            if self.path is None and self.size > self.memory:
-                self._to_disk()
-            self.file.write(chunk)
-        except OSError:
-            self.failed = True
-            self._remove()
+        with self.lock:
+            self.size += len(chunk)
+            if self.failed or self.closed:
+                return
+            self.digest.update(chunk)
+            try:
+                if self.path is None and self.size > self.memory:
+                    self._to_disk()
+                self.file.write(chunk)
+            except OSError:
+                self.failed = True
+                self._remove()
 
     def _to_disk(self):
         os.makedirs(self.directory, exist_ok=True)
@@ -238,7 +241,9 @@ class Spool:
             raise disk_unavailable()
 
     def close(self):
-        self._remove()
+        with self.lock:
+            self.closed = True
+            self._remove()
 
     def _remove(self):
         self.file.close()

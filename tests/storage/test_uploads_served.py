@@ -65,7 +65,7 @@ def settled(check, seconds=5):
 
 
 @SQLITE
-@pytest.mark.parametrize("size", [1, MEMORY, MEMORY + 1, 3 * 1024 * 1024 + 7])
+@pytest.mark.parametrize("size", [1, MEMORY, MEMORY + 1, 2 * MEMORY, 6 * 1024 * 1024 + 7])
 def test_an_upload_is_every_byte_with_its_md5_raw_or_chunked(
     served, service, storage_root, size, request, monkeypatch
 ):
@@ -129,9 +129,9 @@ def test_a_refused_or_too_large_upload_leaves_no_file(served, service, anon_key,
 )
 def test_a_body_cut_off_halfway_leaves_no_file_and_no_row(served, service, storage_root, request):
     head = (f"POST {OBJECTS}/locked/cut.bin HTTP/1.1\r\nHost: x\r\napikey: {service.key}\r\n"
-            f"Content-Type: text/plain\r\nContent-Length: {4 * MEMORY}\r\n\r\n").encode()  # fmt: skip
+            f"Content-Type: text/plain\r\nContent-Length: {16 * MEMORY}\r\n\r\n").encode()  # fmt: skip
     with socket.create_connection(("127.0.0.1", served), timeout=10) as sock:
-        sock.sendall(head + payload(2 * MEMORY))
+        sock.sendall(head + payload(8 * MEMORY))  # under uvicorn, batches written on the spooling thread
         if request.node.callspec.params["served"] == "uvicorn":  # into its Spool's file, in .tmp
             assert settled(lambda: len(tmp_files(storage_root)) == 1)
         else:
@@ -169,6 +169,14 @@ def test_a_spool_read_as_a_file_is_removed_when_closed(tmp_path):
         spool.take(len(data) - 1, tmp_path)
     assert too_large.value.status == 413
     spool.close()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_spool_closed_while_a_write_is_queued_stays_removed(tmp_path):
+    spool = files.Spool(tmp_path)
+    spool.write(payload(MEMORY + 1))
+    spool.close()  # the loop's, on a hang-up, while the spooling thread still has batches to write
+    spool.write(payload(MEMORY))
     assert list(tmp_path.iterdir()) == []
 
 
