@@ -294,7 +294,8 @@ class StorageObject(db.Model):
         String(63), ForeignKey("minibase_storage_buckets.id"), nullable=False
     )
     name: Mapped[str] = mapped_column(String(512), nullable=False)
-    owner: Mapped[str | None] = mapped_column(String(64))  # the uploader's user id; None for a key's upload
+    # the uploader's user id; None for a key's upload, or once that user is gone
+    owner: Mapped[str | None] = mapped_column(String(64), index=True)
     storage_key: Mapped[str] = mapped_column(String(64), nullable=False)
     size: Mapped[int] = mapped_column(BigInteger, nullable=False)
     mimetype: Mapped[str] = mapped_column(String(255), nullable=False)
@@ -317,7 +318,7 @@ class StorageUpload(db.Model):
     bucket_id: Mapped[str] = mapped_column(String(63), nullable=False)
     name: Mapped[str] = mapped_column(String(512), nullable=False)
     role: Mapped[str] = mapped_column(String(16), nullable=False)
-    owner: Mapped[str | None] = mapped_column(String(64))
+    owner: Mapped[str | None] = mapped_column(String(64), index=True)
     upsert: Mapped[bool] = mapped_column(Boolean, nullable=False)
     length: Mapped[int] = mapped_column(BigInteger, nullable=False)
     received: Mapped[int] = mapped_column(BigInteger, nullable=False)

@@ -48,6 +48,8 @@ from models import (
     Profile,
     Session,
     SignUpLock,
+    StorageObject,
+    StorageUpload,
     required_without_default,
     upsert,
     users_table,
@@ -156,9 +158,10 @@ def create_user(email, password, data, hashed=None, provider="email"):
 
 def forget(user_id):
     """Delete what the service's own tables keep of user `user_id`: sessions and their refresh
-    tokens, factors and their challenges, identities, pending codes and flows, the profile. Left
-    behind, they would be the next user's given the same id (SQLite reuses rowids, an AUTO_INCREMENT
-    can be reset): their sessions, their app_metadata and ban, their provider's sign-in."""
+    tokens, factors and their challenges, identities, pending codes and flows, the profile; and
+    their storage objects and resumable uploads belong to no user any more. Left behind, they would
+    be the next user's given the same id (SQLite reuses rowids, an AUTO_INCREMENT can be reset):
+    their sessions, their app_metadata and ban, their provider's sign-in, their files."""
     sessions.end(Session.user_id == user_id)
     factors = select(Factor.id).where(Factor.user_id == user_id)
     db.session.execute(delete(Challenge).where(Challenge.factor_id.in_(factors)))
@@ -166,6 +169,8 @@ def forget(user_id):
         db.session.execute(delete(model).where(model.user_id == user_id))
     flows = or_(FlowState.user_id == user_id, FlowState.link_user_id == user_id)
     db.session.execute(delete(FlowState).where(flows))
+    for model in (StorageObject, StorageUpload):  # kept, as the service role's alone
+        db.session.execute(update(model).where(model.owner == str(user_id)).values(owner=None))
 
 
 def has_leftovers(user_id):
@@ -176,6 +181,7 @@ def has_leftovers(user_id):
         for model in (Session, Profile, Factor, Identity, OneTimeToken)
     ]
     kept.append(exists().where(or_(FlowState.user_id == user_id, FlowState.link_user_id == user_id)))
+    kept += [exists().where(model.owner == str(user_id)) for model in (StorageObject, StorageUpload)]
     return db.session.execute(select(or_(*kept))).scalar()
 
 

@@ -137,8 +137,9 @@ def _administer(user_id, fields):
 @transactional
 def admin_delete_user(user_id):
     """Delete the user's row, profile and sessions, and what else is theirs: factors, identities,
-    pending codes and flows. Left behind, an identity would keep signing in to a user that is gone
-    (and, were the id ever used again, to a stranger)."""
+    pending codes and flows; their storage objects are kept, owned by no user (accounts.forget).
+    Left behind, an identity would keep signing in to a user that is gone (and, were the id ever
+    used again, to a stranger)."""
     email = admin_get_user(user_id)["email"]
     users = users_table()
     forget(user_id)
