@@ -249,6 +249,10 @@ def upload_body():
     limit = setting("STORAGE_FILE_SIZE_LIMIT")
     if request.mimetype == "multipart/form-data":
         request.max_content_length = limit + MULTIPART_OVERHEAD
+        # Each file of the form is parsed into a Spool in STORAGE_ROOT/.tmp, hashed on the way, which
+        # the upload takes as it is (werkzeug's own temporary file was copied and hashed again).
+        staging = files.staging_directory()
+        request._get_file_stream = lambda *args, **kwargs: files.Spool(staging)
         part = next(iter(request.files.values()), None)
         if part is None:
             raise invalid_request("No content provided")

@@ -230,22 +230,21 @@ def expects_body(headers):
 async def read_body(app, limits, scope, receive, send, staging, spooler):
     """The request's body, read in the event loop before any thread runs the app, as waitress reads it:
     (a file at its start, its length when it was chunked), held in memory up to SPOOL_BYTES and in a
-    temporary file past that. A body sent to /storage/ goes into a files.Spool in `staging`, its md5
-    computed as it arrives (on `spooler` past a BATCH, Spooling): an upload takes that file as it
-    is, neither copied nor read again.
-    a2wsgi, which served before, ran the view as soon as the headers were in, and the view's read
-    of a body that trickled in held a thread for as long as the body took: THREADS slow POSTs held
-    them all. A body over the limit of its path (server.body_limit) is
-    answered with the API's 413, unread: a declared one before `100 Continue` would ask for it. A
-    body that stops coming is Protocol's to end. None when the request was answered here or its
-    client is gone."""
+    temporary file past that. A body sent to /storage/, but a form, goes into a files.Spool in
+    `staging`, its md5 computed as it arrives (on `spooler` past a BATCH, Spooling): an upload takes
+    that file as it is, neither copied nor read again. a2wsgi, which served before, ran the view as
+    soon as the headers were in, and the view's read of a body that trickled in held a thread for
+    as long as the body took: THREADS slow POSTs held them all. A body over the limit of its path
+    (server.body_limit) is answered with the API's 413, unread: a declared one before `100 Continue`
+    would ask for it. A body that stops coming is Protocol's to end. None when the request was
+    answered here or its client is gone."""
     declared, chunked = expects_body(scope["headers"])
     if not declared and not chunked:
         return io.BytesIO(), None
     limit, too_large = waitress_server.body_limit(limits, scope["path"])
     if declared is not None and declared > limit:
         return await refuse(app, too_large, scope, send)
-    if scope["path"].startswith("/storage/"):
+    if scope["path"].startswith("/storage/") and not _form(scope["headers"]):
         body = files.Spool(staging, SPOOL_BYTES)
         writer = Spooling(body, spooler)
     else:
@@ -277,6 +276,11 @@ async def read_body(app, limits, scope, receive, send, staging, spooler):
         raise
     body.seek(0)
     return body, (received if chunked else None)
+
+
+def _form(headers):
+    """Whether the body is a multipart form: its file is spooled and hashed as the app parses it."""
+    return any(name == b"content-type" and value[:10].lower() == b"multipart/" for name, value in headers)
 
 
 class Spooling:

@@ -86,24 +86,32 @@ def test_an_upload_is_every_byte_with_its_md5_raw_or_chunked(
     assert len(taken) == (2 if request.node.callspec.params["served"] == "uvicorn" else 0)  # uncopied
 
 
+def form(boundary, *files):
+    """A multipart form as supabase-js sends one: cacheControl, then the files (name, bytes)."""
+    parts = [f'--{boundary}\r\nContent-Disposition: form-data; name="cacheControl"\r\n\r\n60\r\n'.encode()]
+    for name, data in files:
+        parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"; filename="f.bin"\r\n'
+                     f"Content-Type: image/png\r\n\r\n".encode() + data + b"\r\n")  # fmt: skip
+    return b"".join(parts) + f"--{boundary}--\r\n".encode()
+
+
 @SQLITE
-def test_a_form_upload_and_a_json_request_read_their_body_as_before(served, service, storage_root):
-    data = payload(MEMORY + 5)
-    boundary = "minibase-boundary"
-    head = (f'--{boundary}\r\nContent-Disposition: form-data; name="cacheControl"\r\n\r\n60\r\n'
-            f'--{boundary}\r\nContent-Disposition: form-data; name=""; filename="f.bin"\r\n'
-            f"Content-Type: image/png\r\n\r\n")  # fmt: skip
-    form = head.encode() + data + f"\r\n--{boundary}--\r\n".encode()
-    headers = {"apikey": service.key, "Content-Type": f"multipart/form-data; boundary={boundary}"}
-    answer, _ = send(served, "POST", f"{OBJECTS}/locked/form.bin", headers, body=form)
-    assert answer.status == 200
+def test_a_form_is_parsed_into_the_file_the_upload_takes(served, service, storage_root, monkeypatch):
+    taken, take = [], files.Spool.take
+    monkeypatch.setattr(files.Spool, "take", lambda spool, *args: taken.append(spool) or take(spool, *args))
+    data, other = payload(MEMORY + 5), payload(MEMORY * 2)
+    headers = {"apikey": service.key, "Content-Type": "multipart/form-data; boundary=minibase-boundary"}
+    body = form("minibase-boundary", ("", data), ("second", other))
+    answer, _ = send(served, "POST", f"{OBJECTS}/locked/form.bin", headers, body=body)
+    assert answer.status == 200 and len(taken) == 1  # the form's first file, uncopied
     got, body = send(served, "GET", f"{OBJECTS}/locked/form.bin", {"apikey": service.key})
     assert body == data and got.getheader("Cache-Control") == "max-age=60"
     assert got.getheader("ETag") == f'"{hashlib.md5(data).hexdigest()}"'
     json_headers = {"apikey": service.key, "Content-Type": "application/json"}
     listed, body = send(served, "POST", f"{OBJECTS}/list/locked", json_headers, body=b'{"prefix": ""}')
     assert listed.status == 200 and b"form.bin" in body
-    assert settled(lambda: tmp_files(storage_root) == [])
+    assert settled(lambda: tmp_files(storage_root) == [])  # the second file's Spool too
+    assert len(object_files(storage_root)) == 1
 
 
 @SQLITE
@@ -114,6 +122,13 @@ def test_a_refused_or_too_large_upload_leaves_no_file(served, service, anon_key,
     assert refused.status in (401, 403)
     too_large, _ = send(served, "POST", f"{OBJECTS}/avatars/big.txt",  # the bucket's limit: 1 KB
                         {"apikey": service.key, "Content-Type": "text/plain"}, body=data)  # fmt: skip
+    assert too_large.status == 413
+    in_form = {"Content-Type": "multipart/form-data; boundary=b"}
+    refused, _ = send(served, "POST", f"{OBJECTS}/locked/no.bin", {"apikey": anon_key, **in_form},
+                      body=form("b", ("", data)))  # fmt: skip
+    assert refused.status in (401, 403)
+    too_large, _ = send(served, "POST", f"{OBJECTS}/avatars/big.txt", {"apikey": service.key, **in_form},
+                        body=form("b", ("", data)))  # fmt: skip
     assert too_large.status == 413
     assert settled(lambda: tmp_files(storage_root) == [])
     assert object_files(storage_root) == []
