@@ -6,6 +6,8 @@ bytes: a read of one row by key is mostly its column definitions, a 50-row list 
 Values, types, descriptions and errors are PyMySQL's own: the same converters, the same exceptions.
 Unbuffered results (SSCursor) stay PyMySQL's."""
 
+import errno
+
 from pymysql import converters, err
 from pymysql.connections import MAX_PACKET_LEN, TEXT_TYPES, MySQLResult
 from pymysql.constants import CR, FIELD_TYPE
@@ -24,17 +26,21 @@ class Result(MySQLResult):
         known = connection.known_columns
         fields, converters_, description = [], [], []
         for _ in range(self.field_count):
-            data = connection._read_packet().get_all_data()
+            data = _packet(connection)
             column = known.get(data)
             if column is None:
+                if data[0] == ERROR:
+                    MysqlPacket(data, connection.encoding).raise_for_error()
                 if len(known) >= KNOWN_COLUMNS:
                     known.clear()
                 column = known[data] = _column(FieldDescriptorPacket(data, connection.encoding), connection)
             fields.append(column[0])
             description.append(column[1])
             converters_.append(column[2])
-        end = connection._read_packet()
-        if not end.is_eof_packet():
+        end = _packet(connection)
+        if end[0] == ERROR:
+            MysqlPacket(end, connection.encoding).raise_for_error()
+        if not (end[0] == EOF and len(end) < 9):
             raise err.InternalError("Protocol error, expecting EOF")
         self.fields, self.converters, self.description = fields, converters_, tuple(description)
 
@@ -43,7 +49,8 @@ class Result(MySQLResult):
         columns = self.converters
         rows = []
         while True:
-            data = _packet(connection)
+            _buffered_rows(connection, columns, rows)
+            data = _packet(connection)  # a row not all in the buffer yet, or the result's end
             first = data[0]
             if first == EOF and len(data) < 9:
                 self._check_packet_is_eof(MysqlPacket(data, connection.encoding))
@@ -51,30 +58,77 @@ class Result(MySQLResult):
                 break
             if first == ERROR:  # a row never starts so: an error instead of the rest of the result
                 MysqlPacket(data, connection.encoding).raise_for_error()
-            row = []
-            at, end = 0, len(data)
-            for text, convert in columns:
-                if at >= end:  # fewer values than columns: PyMySQL ends the row there too
-                    break
-                size = data[at]
-                at += 1
-                if size >= NULL:
-                    if size == NULL:
-                        row.append(None)
-                        continue
-                    width = 2 if size == TWO_BYTES else 3 if size == THREE_BYTES else 8
-                    size = int.from_bytes(data[at : at + width], "little")
-                    at += width
-                value = data[at : at + size]
-                at += size
-                if text is not None:
-                    value = value.decode(text)
-                if convert is not None:
-                    value = convert(value)
-                row.append(value)
-            rows.append(tuple(row))
+            rows.append(_row(data, 0, len(data), columns))
         self.affected_rows = len(rows)
         self.rows = tuple(rows)
+
+
+def _row(data, at, end, columns):
+    """The values of the row packet data[at:end], one for each of `columns` ((text encoding,
+    converter) pairs)."""
+    row = []
+    for text, convert in columns:
+        if at >= end:  # fewer values than columns: PyMySQL ends the row there too
+            break
+        size = data[at]
+        at += 1
+        if size >= NULL:
+            if size == NULL:
+                row.append(None)
+                continue
+            width = 2 if size == TWO_BYTES else 3 if size == THREE_BYTES else 8
+            size = int.from_bytes(data[at : at + width], "little")
+            at += width
+        value = data[at : at + size]
+        at += size
+        if text is not None:
+            value = value.decode(text)
+        if convert is not None:
+            value = convert(value)
+        row.append(value)
+    return tuple(row)
+
+
+def _buffered_rows(connection, columns, rows):
+    """The rows whose packets the connection's read buffer holds whole, read in place and appended
+    to `rows`: a 50-row result mostly arrives at once, and reading it packet by packet was two reads
+    of the buffer a row. Stops at anything else (a packet not all there, one of 16 MB or more, the
+    end of the result, an error, a sequence number out of turn), which _packet reads."""
+    buffer = _peek(connection)
+    at, end, number = 0, len(buffer), connection._next_seq_id
+    while at + 4 <= end:
+        size = buffer[at] | buffer[at + 1] << 8 | buffer[at + 2] << 16
+        start = at + 4
+        stop = start + size
+        if stop > end or size >= MAX_PACKET_LEN or buffer[at + 3] != number or size == 0:
+            break
+        first = buffer[start]
+        if first == ERROR or (first == EOF and size < 9):
+            break
+        rows.append(_row(buffer, start, stop, columns))
+        number = (number + 1) % 256
+        at = stop
+    if at:
+        connection._rfile.read(at)  # what was read in place: it is in the buffer, no wait
+        connection._next_seq_id = number
+
+
+def _peek(connection):
+    """What the connection's read buffer holds, read from the socket first when it holds nothing
+    (as the next packet would be); a failure is what Connection._read_bytes makes of it."""
+    while True:
+        try:
+            return connection._rfile.peek(4)
+        except OSError as exc:
+            if exc.errno == errno.EINTR:
+                continue
+            connection._force_close()
+            raise err.OperationalError(
+                CR.CR_SERVER_LOST, f"Lost connection to MySQL server during query ({exc})"
+            ) from None
+        except BaseException:
+            connection._force_close()
+            raise
 
 
 def _packet(connection):
@@ -112,4 +166,6 @@ def _column(field, connection):
     else:
         text = "ascii"
     convert = connection.decoders.get(kind)
+    if text == "ascii" and convert in (int, float):
+        text = None  # int() and float() read the digits' bytes as they are: no text made first
     return field, field.description(), (text, None if convert is converters.through else convert)

@@ -79,7 +79,7 @@ VALUES = [
 def test_results_read_as_pymysql_reads_them(database_url):
     """Every type's values, NULLs, and the lengths that take 1, 3 and 4 bytes to say: the rows and
     descriptions a BoundedConnection reads (database.results), the second time from the column
-    definitions it kept, are PyMySQL's own."""
+    definitions it kept, are PyMySQL's own, and so is an error that comes after some of the rows."""
     url = make_url(database_url)
     options = {"host": url.host, "port": url.port, "user": url.username, "database": url.database,
                "charset": "utf8mb4"}  # fmt: skip
@@ -94,6 +94,8 @@ def test_results_read_as_pymysql_reads_them(database_url):
             "SELECT * FROM every_type ORDER BY id",
             "SELECT id, name AS other, 1 + 1, NULL, 'é' FROM every_type WHERE id > 1 ORDER BY id DESC",
             "SELECT * FROM every_type WHERE id = 99",  # no rows
+            # More rows than the read buffer holds: read in place, then a row that is not all there
+            "SELECT seq, REPEAT('x', seq % 300), seq / 7, IF(seq % 5, NULL, seq * 1.5e0) FROM seq_1_to_3000",
         ]
         for query in queries * 2:  # the second time, from the column definitions kept
             plain.execute(query)
@@ -104,6 +106,10 @@ def test_results_read_as_pymysql_reads_them(database_url):
         with pytest.raises(pymysql.err.OperationalError) as refused:  # errors are PyMySQL's
             cursor.execute("SELECT no_such_column FROM every_type")
         assert refused.value.args[0] == 1054
+        failing = "SELECT seq, IF(seq = 900, (SELECT 1 UNION SELECT 2), seq) FROM seq_1_to_1000"
+        with pytest.raises(pymysql.err.OperationalError) as refused:  # after 899 rows were sent
+            cursor.execute(failing)
+        assert refused.value.args[0] == 1242
         cursor.execute("SELECT COUNT(*) FROM every_type")
         assert cursor.fetchall() == ((4,),)
         theirs.rollback()  # its reads' transaction would hold the table
