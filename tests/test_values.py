@@ -5,6 +5,7 @@ import json
 import uuid
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
+from types import SimpleNamespace
 
 import pytest
 import sqlalchemy as sa
@@ -18,7 +19,9 @@ from values import (
     body_value,
     convert_value,
     csv_field,
+    json_rows,
     json_value,
+    row_shape,
     strict_json,
     whole_number,
 )
@@ -257,6 +260,49 @@ def test_strict_json_takes_the_deepest_nesting_allowed():
 )
 def test_json_value(column, value, expected):
     assert json_value(column, value) == expected
+
+
+JSON_ROW_VALUES = [
+    None,
+    0,
+    7,
+    -1,
+    1.5,
+    -0.0,
+    1e308,
+    float("inf"),
+    float("-inf"),
+    float("nan"),
+    "x",
+    True,
+    {"a": 1},
+]
+
+
+@pytest.mark.parametrize(
+    "columns",
+    [
+        [[1, None, 2], ["a", "b", None], [1.5, None, 0.0], [1, 0, None]],  # all as they are
+        [[1.5, float("inf")], [float("nan"), None], [1, 2.5], [True, 1]],  # not finite, mixed, bool
+        [[JSON_ROW_VALUES[(n + k) % 13] for n in range(13)] for k in range(4)],
+        [[], [], [], []],
+    ],
+)
+def test_json_rows_shape_each_value_as_json_value_does(columns):
+    """json_rows passes a column of common values through whole: what it gives is still json_value's
+    for each value, a float that is not finite included (JSON has no NaN)."""
+    names = ("id", "name", "price", "flag")
+    items = [SimpleNamespace(column=name, alias=f"as_{name}") for name in names]
+    rows = [(*row, "a key kept beside") for row in zip(*columns, strict=True)]
+    shaped = json_rows(row_shape(kinds, items), rows)
+    assert shaped == [
+        {f"as_{name}": json_value(kinds.c[name], value) for name, value in zip(names, row, strict=False)}
+        for row in rows
+    ]
+    for row, expected in zip(shaped, rows, strict=True):
+        assert [type(value) for value in row.values()] == [
+            type(json_value(kinds.c[name], value)) for name, value in zip(names, expected, strict=False)
+        ]
 
 
 @pytest.mark.parametrize(
