@@ -30,6 +30,7 @@ select = "anon"
 insert = "anon"
 """
 ROW = '{"name":"new item","location":"Oslo","price":1.5,"owner_id":7}'
+LIST_QUERY = "location=like.*lo*&id=gt.100&order=name&limit=50"  # minibase's list (tools/profile_writes.py)
 INSERT_SCRIPT = """
 wrk.method = "POST"
 wrk.body = '%s'
@@ -244,7 +245,7 @@ def bench_php_crud_api(workdir, results, key, url, mariadb):
         php_pids = [process.pid for process in php] + [mariadb.pid]
         reads = [
             (KEY, "/rest/v1/items?id=eq.4242", "/records/items/4242"),
-            (LIST, "/rest/v1/items?location=like.*lo*&id=gt.100&order=name&limit=50",
+            (LIST, "/rest/v1/items?" + LIST_QUERY,
              "/records/items?filter=location,cs,lo&filter=id,gt,100&order=name&size=50"),
         ]  # fmt: skip
         # Each worker reflects the table on its first read, and both workers of a service that just

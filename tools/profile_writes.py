@@ -2,7 +2,17 @@
 sends it (no Prefer: 201, no body), through the WSGI app (no server, no socket). Prints the
 statements one insert sends to the database, the mean per request, and cProfile's top entries.
 
-    .venv/bin/python tools/profile_writes.py [requests] [--no-profile]
+    .venv/bin/python tools/profile_writes.py [requests] [--no-profile] [NAME ...]
+    .venv/bin/python tools/profile_writes.py --compare [requests]
+    valgrind --tool=callgrind --callgrind-out-file=/dev/null --toggle-collect='*fsum*' \
+        .venv/bin/python tools/profile_writes.py --count insert|list [requests]
+
+NAME: a function whose callees (^NAME: and callers) are printed too. --compare measures, without a
+profiler, the CPU a request takes of the insert and of make bench's list beside php-crud-api
+(`location=like.*lo*&id=gt.100&order=name&limit=50`) in interleaved rounds, and prints each one's
+median. --count runs the requests of one case, after a warm-up, inside math.fsum, so that
+callgrind counts the instructions of those requests only (its "Collected" line, divided by the
+requests): a figure that does not move with the machine's load, as CPU time does on a shared one.
 
 PROFILE_DATABASE_URL (a mysql+pymysql:// URL, say) profiles on that database instead of a new
 SQLite file; its bench tables are created and seeded again.
@@ -11,7 +21,9 @@ SQLite file; its bench tables are created and seeded again.
 import cProfile
 import io
 import json
+import math
 import pstats
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -24,10 +36,12 @@ sys.path.insert(0, str(ROOT))
 from database import transactions  # noqa: E402
 from extensions import db  # noqa: E402
 from tools import servers  # noqa: E402
+from tools.bench_php import LIST_QUERY  # noqa: E402
 from tools.profile_reads import bench_app, environ  # noqa: E402
 
 COUNT = int(next((a for a in sys.argv[1:] if a.isdigit()), "2000"))
 PROFILE = "--no-profile" not in sys.argv
+ROUNDS = 9  # of --compare, each of COUNT // 4 requests a case
 BODY = json.dumps({"name": "new item", "location": "Oslo", "price": 1.5, "owner_id": 7}).encode()
 TABLES_TOML = servers.TABLES_TOML.replace(
     '[tables.items]\nselect = "anon"', '[tables.items]\nselect = "anon"\ninsert = "anon"'
@@ -40,20 +54,59 @@ def run(app, base, count):
     def start_response(status, headers, exc_info=None):
         statuses.add(status)
 
+    body = BODY if base["REQUEST_METHOD"] == "POST" else b""
     for _ in range(count):
         env = dict(base)
-        env["wsgi.input"] = io.BytesIO(BODY)
-        body = app(env, start_response)
-        b"".join(body)
-        getattr(body, "close", lambda: None)()
+        env["wsgi.input"] = io.BytesIO(body)
+        answer = app(env, start_response)
+        b"".join(answer)
+        getattr(answer, "close", lambda: None)()
     return statuses
+
+
+def compare(app, cases):
+    """--compare: each case's median CPU a request, in interleaved rounds, as the server logs."""
+    from runtime import logs
+
+    writer = logs.log_in_batches()
+    count, took = max(COUNT // 4, 100), {label: [] for label in cases}
+    for label, base in cases.items():
+        print(f"{label}: {run(app, base, 100)}")
+    for _ in range(ROUNDS):
+        for label, base in cases.items():
+            started = time.process_time()  # the process's CPU: the log writer's thread counts too
+            run(app, base, count)
+            took[label].append((time.process_time() - started) / count * 1e6)
+    writer.stop()
+    print(f"\n{ROUNDS} interleaved rounds of {count} requests a case; CPU a request, median")
+    for label, times in took.items():
+        print(f"  {label:<10} {statistics.median(times):7.1f} us")
+
+
+def count(app, base):
+    """--count: the requests of one case, after a warm-up, inside math.fsum (callgrind's toggle)."""
+    run(app, base, 100)
+
+    def one():
+        run(app, base, 1)
+        return 0.0
+
+    math.fsum(one() for _ in range(COUNT))
+    print(f"{COUNT} requests inside math.fsum: divide callgrind's Collected by {COUNT}")
 
 
 def main():
     servers.TABLES_TOML = TABLES_TOML
-    app, key = bench_app(1000)
+    app, key = bench_app(1000 if "--count" not in sys.argv and "--compare" not in sys.argv else 20000)
     base = environ("/rest/v1/items", {"apikey": key, "Content-Type": "application/json"})
     base.update(REQUEST_METHOD="POST", CONTENT_LENGTH=str(len(BODY)))
+    cases = {"insert": base, "list": environ("/rest/v1/items?" + LIST_QUERY, {"apikey": key})}
+    if "--compare" in sys.argv:
+        compare(app, cases)
+        return
+    if "--count" in sys.argv:
+        count(app, cases[sys.argv[sys.argv.index("--count") + 1]])
+        return
     run(app, base, 200)  # warm up: the table reflected, the plans made
     seen = []
     with app.app_context():
@@ -96,7 +149,7 @@ def main():
         print(f"\n===== insert: {COUNT} requests, by {order}")
         print(text[text.index("   ncalls") :].rstrip())
     for name in sys.argv[1:]:
-        if not name.isdigit() and not name.startswith("--"):
+        if not name.isdigit() and not name.startswith("--") and name not in cases:
             out = io.StringIO()
             pstats.Stats(profiler, stream=out).strip_dirs().sort_stats("cumulative").print_callees(
                 name.lstrip("^")
