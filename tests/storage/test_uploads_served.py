@@ -65,7 +65,7 @@ def settled(check, seconds=5):
 
 
 @SQLITE
-@pytest.mark.parametrize("size", [1, MEMORY, MEMORY + 1, 2 * MEMORY, 6 * 1024 * 1024 + 7])
+@pytest.mark.parametrize("size", [1, MEMORY, MEMORY + 1, 2 * MEMORY, 3 * MEMORY, 6 * 1024 * 1024 + 7])
 def test_an_upload_is_every_byte_with_its_md5_raw_or_chunked(
     served, service, storage_root, size, request, monkeypatch
 ):
