@@ -13,6 +13,7 @@ from pathlib import Path
 import requests
 
 from auth import tokens
+from tools.bench_php import cpu_seconds
 from tools.servers import LOGS, SECRET, free_port, spawn, stop, wait_until_up
 from tools.storage_memory import start
 
@@ -65,16 +66,20 @@ def bench_storage(results, workdir):
         got_ratio, public_ratio = (statistics.median(column) for column in zip(*ratios, strict=True))
         large_payload = bytes(64 * MB)
         disk = workdir / "storage" / "disk-ceiling"
-        small, small_disk = interleaved(lambda: upload_rate(base, upload, payload, count=40),
+        cpu = {}  # label -> the server's CPU seconds per upload, each round's
+        small, small_disk = interleaved(lambda: upload_rate(base, upload, payload, 40, minibase, cpu),
                                         lambda: disk_rate(disk, payload, count=40))  # fmt: skip
-        large, large_disk = interleaved(lambda: upload_rate(base, upload, large_payload, count=1),
+        large, large_disk = interleaved(lambda: upload_rate(base, upload, large_payload, 1, minibase, cpu),
                                         lambda: disk_rate(disk, large_payload, count=1))  # fmt: skip
     finally:
         stop(minibase)
         stop(ceiling)
-    for label, rate, bound in (("1 MB objects, one at a time", small, small_disk),
-                               ("one 64 MB object", large, large_disk)):  # fmt: skip
-        print(f"  upload of {label:<35} {rate:8.0f} MB/s   the disk: {bound:.0f} MB/s")
+    rows = (("1 MB objects, one at a time", small, small_disk, len(payload)),
+            ("one 64 MB object", large, large_disk, len(large_payload)))  # fmt: skip
+    for label, rate, bound, size in rows:
+        spent = min(cpu[size]) * 1000
+        print(f"  upload of {label:<35} {rate:8.0f} MB/s   the disk: {bound:.0f} MB/s   "
+              f"server CPU {spent:.1f} ms an upload (least of the rounds)")  # fmt: skip
     return [
         (f"{DOWNLOAD}, MB/s (last round)", f"{got:.0f}", "-", None),
         (f"{PUBLIC}, MB/s (last round)", f"{public:.0f}", "-", None),
@@ -116,12 +121,17 @@ def disk_rate(directory, payload, count):
     return count * len(payload) / MB / took
 
 
-def upload_rate(base, headers, payload, count):
-    """MB/s of `count` uploads of `payload`, one after another (each replacing the last)."""
+def upload_rate(base, headers, payload, count, server=None, cpu=None):
+    """MB/s of `count` uploads of `payload`, one after another (each replacing the last); with the
+    `server`'s process, the CPU seconds it spent per upload (from /proc) added to cpu[len(payload)]."""
+    spent = cpu_seconds([server.pid]) if server is not None else 0
     started = time.perf_counter()
     with requests.Session() as session:
         for _ in range(count):
             done = session.post(f"{base}/storage/v1/object/big/up.bin", data=payload,
                                 headers={**headers, "x-upsert": "true"}, timeout=120)  # fmt: skip
             done.raise_for_status()
-    return count * len(payload) / MB / (time.perf_counter() - started)
+    took = time.perf_counter() - started
+    if server is not None:
+        cpu.setdefault(len(payload), []).append((cpu_seconds([server.pid]) - spent) / count)
+    return count * len(payload) / MB / took
