@@ -9,7 +9,7 @@ import re
 import unicodedata
 from urllib.parse import quote
 
-from flask import Blueprint, abort, current_app, json, request
+from flask import Blueprint, abort, current_app, g, json, request
 from werkzeug.http import dump_options_header, http_date, quote_etag
 from werkzeug.wsgi import wrap_file
 
@@ -251,8 +251,14 @@ def upload_body():
         request.max_content_length = limit + MULTIPART_OVERHEAD
         # Each file of the form is parsed into a Spool in STORAGE_ROOT/.tmp, hashed on the way, which
         # the upload takes as it is (werkzeug's own temporary file was copied and hashed again).
-        staging = files.staging_directory()
-        request._get_file_stream = lambda *args, **kwargs: files.Spool(staging)
+        staging, spools = files.staging_directory(), []
+
+        def spooled(*_args, **_kwargs):
+            spools.append(files.Spool(staging))
+            return spools[-1]
+
+        request._get_file_stream = spooled
+        g.form_spools = spools  # removed when the request ends (close_form_spools), parsed or not
         part = next(iter(request.files.values()), None)
         if part is None:
             raise invalid_request("No content provided")
@@ -268,6 +274,15 @@ def upload_body():
         cache_control(request.headers.get("cache-control")),
         metadata,
     )
+
+
+@bp.teardown_app_request
+def close_form_spools(_error):
+    """The files a form was parsed into that no upload took are removed when the request ends. A
+    form cut off mid-file is parsed as an empty one, and werkzeug drops the part it was writing
+    without closing it: left open, its Spool's file would stay in STORAGE_ROOT/.tmp."""
+    for spool in g.pop("form_spools", ()):
+        spool.close()
 
 
 def body_stream():

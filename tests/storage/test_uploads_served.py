@@ -137,6 +137,20 @@ def test_a_refused_or_too_large_upload_leaves_no_file(served, service, anon_key,
 
 
 @SQLITE
+def test_a_form_cut_off_mid_file_leaves_no_file(served, service, anon_key, storage_root):
+    """A form whose file part never ends (no closing boundary) is parsed as an empty form: the
+    Spool its file was being written into is removed all the same, whoever sent it, to any bucket."""
+    part = (b'--b\r\nContent-Disposition: form-data; name="file"; filename="f.bin"\r\n'
+            b"Content-Type: application/octet-stream\r\n\r\n" + payload(4 * MEMORY))  # fmt: skip
+    for key, bucket in ((anon_key, "locked"), (anon_key, "nosuch"), (service.key, "locked")):
+        headers = {"apikey": key, "Content-Type": "multipart/form-data; boundary=b"}
+        answer, _ = send(served, "POST", f"{OBJECTS}/{bucket}/cut.bin", headers, body=part)
+        assert answer.status == 400, (key, bucket)
+    assert settled(lambda: tmp_files(storage_root) == [])
+    assert object_files(storage_root) == []
+
+
+@SQLITE
 # waitress leaves the buffer of a request cut off to the garbage collector (an unnamed temporary
 # file, HTTPChannel.handle_close); a Spool left open would still be named in .tmp.
 @pytest.mark.filterwarnings(
