@@ -276,7 +276,7 @@ def upload_body():
     )
 
 
-@bp.teardown_app_request
+@bp.teardown_request  # the views that call upload_body are this blueprint's
 def close_form_spools(_error):
     """The files a form was parsed into that no upload took are removed when the request ends. A
     form cut off mid-file is parsed as an empty one, and werkzeug drops the part it was writing
