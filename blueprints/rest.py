@@ -290,8 +290,17 @@ def paging_parameter(args, name):
 # The table reads parse_read made, by what they were made of: a client sends the same read again
 # and again (a row by its key, a page it polls), and its parse was a quarter of a key read.
 READS = {}
-MAX_READS = 1024  # kept reads; past that the cache starts afresh
+MAX_KEPT = 1024  # parses kept in READS, and in WRITES; past that the cache starts afresh
 MAX_KEPT_QUERY = 2048  # characters: a longer query string is parsed every time, never kept
+
+
+def keep(cache, key, query, parsed):
+    """`parsed` kept in `cache` (READS, WRITES) under `key`, unless its query string is too long to
+    be worth keeping; a full cache starts afresh."""
+    if len(query) <= MAX_KEPT_QUERY:
+        if len(cache) >= MAX_KEPT:
+            cache.clear()
+        cache[key] = parsed
 
 
 def parse_read(exclude=()):
@@ -318,10 +327,7 @@ def parse_read(exclude=()):
     found = READS.get(key)
     if found is None:
         found = _parse_read(asked, exclude)
-        if len(query) <= MAX_KEPT_QUERY:
-            if len(READS) >= MAX_READS:
-                READS.clear()
-            READS[key] = found
+        keep(READS, key, query, found)
     return found
 
 
@@ -393,10 +399,7 @@ def parse_write(array=False, filtered=False, body=True):
     head = WRITES.get(key)
     if head is None:
         write = _parse_write(array, filtered, body)
-        if len(query) <= MAX_KEPT_QUERY:
-            if len(WRITES) >= MAX_READS:
-                WRITES.clear()
-            WRITES[key] = dataclasses.replace(write, rows=[])
+        keep(WRITES, key, query, dataclasses.replace(write, rows=[]))
         return write
     objects = body_objects(array) if body else []
     check_keys_match(objects, head.columns_param, head.prefer)

@@ -147,7 +147,7 @@ def test_a_write_parsed_before_is_not_another_methods_nor_other_headers(rest):
 
 def test_kept_write_parses_are_bounded(rest, monkeypatch):
     monkeypatch.setattr(rest_views, "WRITES", {})
-    monkeypatch.setattr(rest_views, "MAX_READS", 3)
+    monkeypatch.setattr(rest_views, "MAX_KEPT", 3)
     for n in range(1, 6):
         assert rest.anon.patch(f"/rest/v1/items?id=eq.{n}", json={"qty": n}).status_code == 204
     assert 0 < len(rest_views.WRITES) <= 3

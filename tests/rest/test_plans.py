@@ -288,7 +288,7 @@ def test_walks_are_bounded(rest, monkeypatch):
 
 def test_kept_parses_are_bounded(rest, monkeypatch):
     monkeypatch.setattr(rest_views, "READS", {})
-    monkeypatch.setattr(rest_views, "MAX_READS", 3)
+    monkeypatch.setattr(rest_views, "MAX_KEPT", 3)
     for n in range(1, 6):
         assert names(rest.anon.get(f"/rest/v1/items?id=eq.{n}&select=name")) == [EVERY_ITEM[n - 1]]
     assert 0 < len(rest_views.READS) <= 3
