@@ -336,25 +336,37 @@ def row_shape(table, items):
 
 
 def json_rows(shape, rows):
-    """Database rows as dicts keyed by the select items' aliases, in JSON values: a column that
-    holds only text, integers and NULLs (not MySQL's booleans), or only finite floats and NULLs,
-    goes as it is, any other through json_value. The columns are looked at whole, each in a few
-    calls (not one per value), and each row made a dict in one. A row's columns past the items (a
-    key kept beside them) are left out."""
-    converted = None
-    for position, (_, column, plain) in enumerate(shape):
+    """Database rows as dicts keyed by the select items' aliases, in JSON values (json_columns), each
+    row made a dict in one call. A row's columns past the items (a key kept beside them) are left
+    out."""
+    found, _ = json_columns(
+        [(position, column, plain) for position, (_, column, plain) in enumerate(shape)], rows
+    )
+    aliases = [alias for alias, _, _ in shape]
+    return [dict(zip(aliases, row, strict=False)) for row in found]
+
+
+def json_columns(items, rows):
+    """`rows` with the values at the `items`' positions ((position, column, plain), plain as
+    row_shape says) as JSON values, and whether every one of those is text, an integer or null
+    (plain_json can write them). A column that holds only text, integers and NULLs (not MySQL's
+    booleans), or only finite floats and NULLs, goes as it is, any other through json_value: the
+    columns are looked at whole, each in a few calls, not one per value. The rows themselves when
+    nothing was converted."""
+    converted, plain_only = None, True
+    for position, column, plain in items:
         values = list(map(operator.itemgetter(position), rows))
         kinds = set(map(type, values))
         if plain and kinds <= AS_THEY_ARE:
             continue
+        plain_only = False
         if kinds <= FLOATS and all(map(math.isfinite, filter(None, values))):  # None left out
             continue
         if converted is None:
             converted = [list(row) for row in rows]
         for row in converted:
             row[position] = json_value(column, row[position])
-    aliases = [alias for alias, _, _ in shape]
-    return [dict(zip(aliases, row, strict=False)) for row in (rows if converted is None else converted)]
+    return (rows if converted is None else converted), plain_only
 
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # what a spreadsheet would run as a formula

@@ -6,7 +6,7 @@ import operator
 from dataclasses import dataclass
 
 from query.tree import SelectItem
-from values import AS_THEY_ARE, json_value, row_shape
+from values import json_columns, row_shape
 
 
 def item_key(item):
@@ -80,7 +80,8 @@ def shape(level, found, source):
     rows of each embed fetched by `source` (_Prepared or _Session) for all of them at once. Once
     done, `source.plain` says whether every value in them is text, an integer or null."""
     layout = level.layout
-    values = _json_values(layout, found, source)
+    values, plain = json_columns(layout.items, found)
+    source.plain = source.plain and plain
     objects = list(map(layout.make, values))
     if not layout.children and not layout.joined:
         return objects
@@ -114,22 +115,6 @@ def shape(level, found, source):
     if layout.reorder:
         objects = [{name: one[name] for name in layout.names} for one in objects]
     return objects
-
-
-def _json_values(layout, rows, source):
-    """`rows` with the values of the items at their positions as JSON values (values.json_value):
-    the rows themselves when each such column holds only text, integers and NULLs, which are. A
-    column that holds anything else makes `source.plain` false."""
-    converted = None
-    for position, column, plain in layout.items:
-        if plain and set(map(type, map(operator.itemgetter(position), rows))) <= AS_THEY_ARE:
-            continue
-        source.plain = False
-        if converted is None:
-            converted = [list(row) for row in rows]
-        for row in converted:
-            row[position] = json_value(column, row[position])
-    return rows if converted is None else converted
 
 
 def _grouped(child, rows, key, source):
