@@ -10,6 +10,7 @@ from sqlalchemy.exc import OperationalError
 from werkzeug.middleware.proxy_fix import ProxyFix
 
 import config
+import tables_toml
 from auth import mail, signing_keys
 from blueprints import gateway, responses
 from database import connections, migration_lock, transactions
@@ -96,7 +97,9 @@ def create_app(test_config=None):
         always_send=False,  # CORS headers answer a browser's Origin, as PostgREST's and GoTrue's do
     )
     only_with_origin(app)
-    app.extensions["minibase"] = Minibase()
+    app.extensions["minibase"] = Minibase(
+        tables_toml=tables_toml.load(app.config["TABLES_CONFIG"], app.config["USERS_TABLE"])
+    )
 
     from blueprints import admin, auth, dashboard, health, not_offered, realtime, rest, resumable, storage
 
@@ -113,9 +116,6 @@ def create_app(test_config=None):
     gateway.init_app(app)
     responses.register(app)
     cli.register(app)
-    policies.init_app(app)
-    buckets.init_app(app)
-    topics.init_app(app)
 
     connections.init_app(app)
     mail.warn_if_not_configured(app)

@@ -3,6 +3,7 @@
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import flask_limiter
 from flask import current_app, request
@@ -10,6 +11,9 @@ from flask_cors import CORS
 from flask_migrate import Migrate
 from flask_sqlalchemy import SQLAlchemy
 from sqlalchemy.orm import DeclarativeBase
+
+if TYPE_CHECKING:  # for the annotation only: tables_toml imports models, which imports this module
+    from tables_toml import TablesToml
 
 
 class Base(DeclarativeBase):
@@ -32,10 +36,9 @@ class Schema:
 class Minibase:
     """What the service keeps per app beside Flask's config; create_app makes it."""
 
+    tables_toml: "TablesToml"  # tables.toml, read and checked once at start (create_app)
     dummy_hash: str | None = None  # checked when a sign-in names no user (accounts.unknown_user_hash)
     dummy_cost: int | None = None  # its cost: the one stored hashes usually have
-    policies: dict = field(default_factory=dict)  # table name -> policies.Policy, from tables.toml
-    functions: dict = field(default_factory=dict)  # function name -> policies.Function, from tables.toml
     users: object = None  # the users table, reflected on first use
     session_user: tuple | None = None  # (users table, auth.identity.prepared_session_user over it)
     email_is_unique: bool = True  # whether a unique index on users.email guards sign-ups
@@ -45,10 +48,8 @@ class Minibase:
     prepared_at: float = 0.0  # when preparing the database was last tried (app.wait_for_database)
     preparing: threading.Lock = field(default_factory=threading.Lock)
     mail_templates: object = None  # the e-mails' Jinja environment (auth.mail.templates)
-    buckets: dict = field(default_factory=dict)  # bucket name -> storage.buckets.Declared, from tables.toml
     buckets_synced: bool = False  # whether the declared buckets were made or updated in the database
     realtime: object = None  # this process's Realtime server, when it serves sockets (live.sessions)
-    realtime_rules: object = None  # tables.toml's [realtime]: who may use private channels (live.topics)
     storage_backend: object = None  # where objects' bytes live (storage.files.backend)
     object_reads: dict = field(default_factory=dict)  # kind of rule -> storage.objects.prepared_find's
     bucket_read: object = None  # storage.buckets.read's prepared statement

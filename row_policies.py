@@ -43,6 +43,7 @@ class RowPolicy:
     operation: str
     sql: str  # with :rls_… parameters
     params: tuple  # the rls_… names it binds
+    written: str = ""  # the SQL as tables.toml says it (the dashboard shows it)
 
     def clause(self, table, values=None):
         """The expression over `table` (a Table, or an alias of one in an embed), with `values` bound,
@@ -97,7 +98,7 @@ def parse(where, name, entry):
             return f":{name}"
 
         text = PARAMETER.sub(bound, sql)
-        found[operation] = RowPolicy(name, operation, text, tuple(dict.fromkeys(params)))
+        found[operation] = RowPolicy(name, operation, text, tuple(dict.fromkeys(params)), sql)
     return found
 
 

@@ -1,11 +1,9 @@
-"""The Tables pages' work: the exposed tables with their rules and row policies as tables.toml says
-them, and their rows read, written and exported through the table API's own service (rest/rows.py)
-as the service key, which passes every rule and nothing else."""
+"""The Tables pages' work: the exposed tables with their rules and row policies as the service holds
+them (tables_toml, read once at start), and their rows read, written and exported through the table
+API's own service (rest/rows.py) as the service key, which passes every rule and nothing else."""
 
 import json
-import tomllib
 from dataclasses import dataclass
-from pathlib import Path
 from urllib.parse import parse_qsl
 
 import sqlalchemy as sa
@@ -45,26 +43,19 @@ def describe(name):
     key = [column.key for column in reflection.primary_key(table)]
     if not key and policy.primary_key:
         key = [policy.primary_key]
-    written = _written_policies().get(name, {})
     return Table(
         name=name,
         rules={operation: policy.rules.get(operation, "service_role") for operation in OPERATIONS},
         owner_column=policy.owner_column,
-        row_policies={operation: written[operation] for operation in OPERATIONS if operation in written},
+        row_policies={
+            operation: policy.row_policies[operation].written
+            for operation in OPERATIONS
+            if operation in policy.row_policies
+        },
         read_only=policy.read_only,
         columns=[(c.key, str(c.type), c.nullable, c.server_default is not None) for c in shown],
         key=[] if policy.read_only else key,
     )
-
-
-def _written_policies():
-    """tables.toml's [tables.NAME.policies], as written there."""
-    path = setting("TABLES_CONFIG")
-    if not path:
-        return {}
-    with Path(path).open("rb") as file:
-        document = tomllib.load(file)
-    return {name: entry.get("policies", {}) for name, entry in document.get("tables", {}).items()}
 
 
 def query(filter_text, order):

@@ -1,28 +1,20 @@
-"""Buckets: tables.toml's [buckets.NAME] (who may do what, made or updated at start) and the bucket
-API's work. The one place a storage rule is decided: `authorize` answers an Access, and an Access's
-condition keeps an owner to the objects they uploaded."""
+"""Buckets: those tables.toml declares (tables_toml/buckets.py: who may do what, made or updated at
+start) and the bucket API's work. The one place a storage rule is decided: `authorize` answers an
+Access, and an Access's condition keeps an owner to the objects they uploaded."""
 
-import re
 import threading
-import tomllib
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import sqlalchemy as sa
 
-from config import ConfigError, parse_size
+from config import parse_size
 from database import transactions
 from errors import Storage, bucket_not_found, invalid_request, storage_error
 from extensions import db, state
 from models import StorageBucket, StorageObject, upsert
-from row_policies import OPERATIONS, RowPolicy, applying, check_compiles, rule_words
-from row_policies import parse as row_policies_section
+from row_policies import RowPolicy, applying, check_compiles
 from storage import clock
-
-BUCKET_KEYS = frozenset({*OPERATIONS, "public", "file_size_limit", "allowed_mime_types", "policies"})
-# Letters, digits, '-', '_' and '.', as S3 and Supabase allow, not starting with a dot.
-BUCKET_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,62}")
-MIME_PATTERN = re.compile(r"[a-z0-9!#$&^_.+-]+/(\*|[a-z0-9!#$&^_.+-]+)")
+from tables_toml.buckets import BUCKET_ID, MIME_PATTERN
 
 _synced_lock = threading.Lock()
 
@@ -38,18 +30,6 @@ class Bucket:
     allowed_mime_types: tuple | None
     rules: dict = field(default_factory=dict)
     policies: dict = field(default_factory=dict)  # operation -> RowPolicy ([buckets.NAME.policies])
-
-
-@dataclass(frozen=True)
-class Declared:
-    """A [buckets.NAME] of tables.toml."""
-
-    id: str
-    public: bool
-    file_size_limit: int | None
-    allowed_mime_types: tuple | None
-    rules: dict
-    policies: dict
 
 
 @dataclass(frozen=True)
@@ -136,65 +116,9 @@ def denied_by_policy():
     )
 
 
-# --- tables.toml
-
-
-def load(path):
-    """The [buckets.NAME] of a tables.toml file, {name: Declared}; the file's other sections are the
-    table API's (rest.policies)."""
-    if path is None:
-        return {}
-    try:
-        with Path(path).open("rb") as file:
-            document = tomllib.load(file)
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        return {}  # rest.policies reads the same file first and says what is wrong with it
-    return parse(document.get("buckets", {}), source=str(path))
-
-
-def parse(entries, source="tables.toml"):
-    if not isinstance(entries, dict):
-        raise ConfigError(f"{source}: 'buckets' must be a table of [buckets.NAME] sections")
-    return {name: _declared(name, entry, source) for name, entry in entries.items()}
-
-
-def _declared(name, entry, source):
-    where = f"{source}: [buckets.{name}]"
-    if not BUCKET_ID.fullmatch(name):
-        raise ConfigError(f"{where}: a bucket name is 1 to 63 letters, digits, '-', '_' or '.'")
-    if not isinstance(entry, dict):
-        raise ConfigError(f"{where} must be a table of settings and rules")
-    unknown = sorted(set(entry) - BUCKET_KEYS)
-    if unknown:
-        raise ConfigError(f"{where}: unknown key {unknown[0]!r}; expected {', '.join(sorted(BUCKET_KEYS))}")
-    public = entry.get("public", False)
-    if not isinstance(public, bool):
-        raise ConfigError(f"{where}: public must be true or false")
-    limit = entry.get("file_size_limit")
-    if limit is not None and not parse_size(limit):
-        raise ConfigError(
-            f"{where}: file_size_limit must be a size such as 5MB or a number of bytes, under 8EB"
-        )
-    types = entry.get("allowed_mime_types")
-    if types is not None and (
-        not isinstance(types, list)
-        or not all(isinstance(t, str) and MIME_PATTERN.fullmatch(t) for t in types)
-    ):
-        raise ConfigError(
-            f'{where}: allowed_mime_types must be a list such as ["image/*", "application/pdf"]'
-        )
-    rules = rule_words(where, entry)
-    size = parse_size(limit) if limit is not None else None
-    policies = row_policies_section(where, name, entry.get("policies", {}))
-    return Declared(name, public, size, tuple(types) if types is not None else None, rules, policies)
-
-
-def init_app(app):
-    app.extensions["minibase"].buckets = load(app.config.get("TABLES_CONFIG"))
-
-
 def declared():
-    return state().buckets
+    """The buckets tables.toml declares, {name: tables_toml.buckets.Declared}."""
+    return state().tables_toml.buckets
 
 
 @transactions.transactional

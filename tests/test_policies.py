@@ -9,10 +9,13 @@ import pytest
 import sqlalchemy as sa
 
 import config
+import tables_toml
 from blueprints.gateway import Identity
 from config import ConfigError
 from errors import APIError
 from rest import policies
+from row_policies import OPERATIONS
+from tables_toml.tables import Policy
 
 ANON = Identity("anon")
 USER = Identity("authenticated", user_id=7, session_id="s")
@@ -21,7 +24,7 @@ SERVICE = Identity("service_role")
 
 def parse(text, users_table="users"):
     """The table policies of a tables.toml text."""
-    return policies.parse(tomllib.loads(text), users_table)[0]
+    return tables_toml.parse(tomllib.loads(text), users_table).tables
 
 
 def test_rules_and_defaults():
@@ -96,19 +99,19 @@ def test_bad_toml_refuses_to_start(tmp_path, text, says):
     path = tmp_path / "tables.toml"
     path.write_text(text)
     with pytest.raises(ConfigError, match=says):
-        policies.load(path, "users")
+        tables_toml.load(path, "users")
 
 
 def test_binary_file_refuses_to_start(tmp_path):
     path = tmp_path / "tables.toml"
     path.write_bytes(b"\xff\xfe[tables]")
     with pytest.raises(ConfigError, match="TABLES_CONFIG"):
-        policies.load(path, "users")
+        tables_toml.load(path, "users")
 
 
 def test_missing_file_refuses_to_start(tmp_path):
     with pytest.raises(ConfigError, match="does not exist"):
-        policies.load(tmp_path / "nope.toml", "users")
+        tables_toml.load(tmp_path / "nope.toml", "users")
 
 
 def test_the_app_refuses_to_start(make_app, tmp_path):
@@ -125,15 +128,15 @@ def test_the_app_keeps_the_policies(make_app, tmp_path):
     path = tmp_path / "tables.toml"
     path.write_text('[tables.places]\nselect = "anon"\n')
     app = make_app(TABLES_CONFIG=str(path))
-    assert list(app.extensions["minibase"].policies) == ["places"]
-    assert make_app().extensions["minibase"].policies == {}
+    assert list(app.extensions["minibase"].tables_toml.tables) == ["places"]
+    assert make_app().extensions["minibase"].tables_toml.tables == {}
 
 
 def test_the_example_file_is_valid(tmp_path):
     example = config.ROOT / "tables.example.toml"
     copy = tmp_path / "tables.toml"
     shutil.copy(example, copy)
-    assert policies.load(copy, "users")
+    assert tables_toml.load(copy, "users")
 
 
 # (rule, identity) -> allowed (owner id or None) or the refusal status
@@ -154,9 +157,9 @@ DECISIONS = [
 
 
 @pytest.mark.parametrize(("rule", "who", "expected"), DECISIONS)
-@pytest.mark.parametrize("operation", policies.OPERATIONS)
+@pytest.mark.parametrize("operation", OPERATIONS)
 def test_authorize(rule, who, expected, operation):
-    policy = policies.Policy("places", dict.fromkeys(policies.OPERATIONS, rule), "user_id")
+    policy = Policy("places", dict.fromkeys(OPERATIONS, rule), "user_id")
     if expected in (401, 403):
         with pytest.raises(APIError) as raised:
             policies.authorize(policy, operation, who)
@@ -168,7 +171,7 @@ def test_authorize(rule, who, expected, operation):
 
 def test_owner_condition_is_a_bound_comparison():
     table = sa.Table("places", sa.MetaData(), sa.Column("id", sa.Integer), sa.Column("user_id", sa.Integer))
-    policy = policies.Policy("places", dict.fromkeys(policies.OPERATIONS, "owner"), "user_id")
+    policy = Policy("places", dict.fromkeys(OPERATIONS, "owner"), "user_id")
     grant = policies.authorize(policy, "select", USER)
     condition = grant.condition(table)
     compiled = condition.compile()
@@ -178,7 +181,7 @@ def test_owner_condition_is_a_bound_comparison():
 
 
 def test_check_owner_refuses_another_users_id():
-    policy = policies.Policy("places", dict.fromkeys(policies.OPERATIONS, "owner"), "user_id")
+    policy = Policy("places", dict.fromkeys(OPERATIONS, "owner"), "user_id")
     grant = policies.authorize(policy, "insert", USER)
     grant.check_owner({"user_id": "7", "name": "x"})
     grant.check_owner({"name": "x"})
@@ -202,12 +205,12 @@ def test_check_owner_refuses_another_users_id():
 )
 def test_functions_that_cannot_work_refuse_to_start(text, message):
     with pytest.raises(ConfigError, match=re.escape(message)):
-        policies.parse(tomllib.loads(text), "users")
+        tables_toml.parse(tomllib.loads(text), "users")
 
 
 def test_a_functions_parameters_are_its_colon_names():
-    _, functions = policies.parse(
+    functions = tables_toml.parse(
         tomllib.loads("[functions.f]\nsql = \"SELECT * FROM t WHERE a = :a AND b = :uid AND c = 'x:y'\"\n"),
         "users",
-    )
+    ).functions
     assert set(functions["f"].params) == {"a", "uid"} and functions["f"].rule == "service_role"

@@ -11,8 +11,8 @@ import tomllib
 import pytest
 import sqlalchemy as sa
 
+import tables_toml
 from config import ConfigError
-from rest import policies
 from support import Api, assert_rest_error, serve_app
 
 TABLES = """
@@ -167,7 +167,7 @@ def test_a_void_function_answers_204_whatever_its_statement_returns(api, service
 def test_a_functions_table_must_be_an_exposed_one_it_only_reads(entry, words):
     document = f'[tables.docs]\nselect = "anon"\n[functions.f]\nsql = "SELECT * FROM docs"\n{entry}\n'
     with pytest.raises(ConfigError, match=words.replace("[", r"\[").replace("]", r"\]")):
-        policies.parse(tomllib.loads(document), "users")
+        tables_toml.parse(tomllib.loads(document), "users")
 
 
 def test_the_openapi_document_says_which_arguments_may_be_left_out_and_what_void_answers(api):

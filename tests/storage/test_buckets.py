@@ -88,4 +88,4 @@ def test_tables_and_buckets_share_tables_toml(make_app, tmp_path, service_key):
     path.write_text('[tables.missing]\nselect = "anon"\n\n[buckets.files]\npublic = true\n')
     app = make_app(TABLES_CONFIG=str(path))
     assert [bucket["id"] for bucket in Api(app, service_key).get(BUCKETS).json] == ["files"]
-    assert set(app.extensions["minibase"].policies) == {"missing"}  # the table API read its part
+    assert set(app.extensions["minibase"].tables_toml.tables) == {"missing"}  # the table API read its part
