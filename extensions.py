@@ -1,5 +1,7 @@
 """The Flask extension objects, created once and bound to an app in create_app."""
 
+from __future__ import annotations
+
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -12,7 +14,14 @@ from flask_migrate import Migrate
 from flask_sqlalchemy import SQLAlchemy
 from sqlalchemy.orm import DeclarativeBase
 
-if TYPE_CHECKING:  # for the annotation only: tables_toml imports models, which imports this module
+if TYPE_CHECKING:  # for annotations only: the modules that make the state import this one
+    import jinja2
+    import sqlalchemy as sa
+
+    from database.transactions import Prepared
+    from live.sessions import Realtime
+    from storage.files import Disk
+    from storage.s3 import S3
     from tables_toml import TablesToml
 
 
@@ -36,24 +45,26 @@ class Schema:
 class Minibase:
     """What the service keeps per app beside Flask's config; create_app makes it."""
 
-    tables_toml: "TablesToml"  # tables.toml, read and checked once at start (create_app)
+    tables_toml: TablesToml  # tables.toml, read and checked once at start (create_app)
     dummy_hash: str | None = None  # checked when a sign-in names no user (accounts.unknown_user_hash)
     dummy_cost: int | None = None  # its cost: the one stored hashes usually have
-    users: object = None  # the users table, reflected on first use
-    session_user: tuple | None = None  # (users table, auth.identity.prepared_session_user over it)
+    users: sa.Table | None = None  # the users table, reflected on first use (models.users_table)
+    # the users table, and auth.identity.prepared_session_user's statements over it
+    session_user: tuple[sa.Table, tuple[Prepared | None, ...]] | None = None
     email_is_unique: bool = True  # whether a unique index on users.email guards sign-ups
     send_seconds: float = 0.05  # how long a recovery mail takes to send, on average (emails.recover)
     schema: Schema = field(default_factory=Schema)
     database_ready: bool = True  # migrated and its users table found (False: the database was down at start)
     prepared_at: float = 0.0  # when preparing the database was last tried (app.wait_for_database)
     preparing: threading.Lock = field(default_factory=threading.Lock)
-    mail_templates: object = None  # the e-mails' Jinja environment (auth.mail.templates)
+    mail_templates: jinja2.Environment | None = None  # the e-mails' templates (auth.mail.templates)
     buckets_synced: bool = False  # whether the declared buckets were made or updated in the database
-    realtime: object = None  # this process's Realtime server, when it serves sockets (live.sessions)
-    storage_backend: object = None  # where objects' bytes live (storage.files.backend)
-    object_reads: dict = field(default_factory=dict)  # kind of rule -> storage.objects.prepared_find's
-    bucket_read: object = None  # storage.buckets.read's prepared statement
-    reads: object = None  # the prepared reads' engine (database.connections); None: db.engine
+    realtime: Realtime | None = None  # this process's Realtime server, when it serves sockets
+    storage_backend: Disk | S3 | None = None  # where objects' bytes live (storage.files.backend)
+    # kind of rule -> storage.objects.prepared_find's statement
+    object_reads: dict[str, Prepared | None] = field(default_factory=dict)
+    bucket_read: Prepared | None = None  # storage.buckets.read's prepared statement
+    reads: sa.Engine | None = None  # the prepared reads' engine (database.connections); None: db.engine
     own: threading.local | None = None  # SQLite file: each thread's reads connection (transactions.prepared)
 
 

@@ -6,6 +6,7 @@ from flask import Blueprint, current_app, request
 
 from blueprints import gateway
 from errors import APIError, Rest
+from extensions import state
 from live import api
 
 bp = Blueprint("realtime", __name__)
@@ -13,7 +14,7 @@ bp = Blueprint("realtime", __name__)
 
 @bp.post("/realtime/v1/api/broadcast")
 def broadcast():
-    server = current_app.extensions["minibase"].realtime
+    server = state().realtime
     if server is None:
         return not_served()
     api.send(server, request.get_json(silent=True), gateway.identity())
@@ -23,7 +24,7 @@ def broadcast():
 @bp.post("/realtime/v1/api/broadcast/<path:topic>/events/<event>")
 def broadcast_one(topic, event):
     """realtime-js's httpSend: the body is the payload, JSON or (application/octet-stream) bytes."""
-    server = current_app.extensions["minibase"].realtime
+    server = state().realtime
     if server is None:
         return not_served()
     kind = request.mimetype
