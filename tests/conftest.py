@@ -9,7 +9,6 @@ import shutil
 import subprocess
 import tempfile
 import threading
-import time
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,7 +23,7 @@ from app import create_app, upgrade_database
 from auth import tokens
 from extensions import db
 from migrated import Migrated
-from support import SECRET, Api, free_port, serve_app, stop_waitress
+from support import SECRET, Api, eventually, free_port, require, serve_app, stop_waitress
 
 BACKENDS = ["sqlite", pytest.param("mysql", marks=pytest.mark.mysql)]
 # Tests that start Chromium, node (supabase-js, the OpenID provider) or `python wsgi.py` for each
@@ -110,10 +109,7 @@ def mariadb_server():
         yield make_url(os.environ["TEST_DATABASE_URL"]).set(database=None)
         return
     mariadbd, install = find("mariadbd"), find("mariadb-install-db")
-    if not (mariadbd and install):
-        if os.environ.get("CI"):
-            pytest.fail("CI must run the MySQL tests: install mariadb-server")
-        pytest.skip("mariadbd is not installed and TEST_DATABASE_URL is not set")
+    require(mariadbd and install, "mariadbd (or TEST_DATABASE_URL)", "mariadb-server")
     # Its own --tmpdir too: two mariadb-install-db runs at once in /tmp clash on a temporary table.
     workdir = Path(tempfile.mkdtemp(prefix=f"minibase-mariadb-{worker()}-", dir=in_memory()))
     installed = subprocess.run(
@@ -149,17 +145,19 @@ def start_mariadbd(mariadbd, workdir, seconds=120):
          "--innodb-log-file-size=8M", "--lock-wait-timeout=5", "--innodb-lock-wait-timeout=5",
          "--innodb-flush-log-at-trx-commit=0", "--skip-log-bin"],
     )  # fmt: skip
-    deadline = time.monotonic() + seconds
-    while True:
-        try:
-            pymysql.connect(host="127.0.0.1", port=port, user="root", ssl_disabled=True).close()
-            return server, port
-        except pymysql.err.OperationalError:
-            if time.monotonic() > deadline or server.poll() is not None:
-                server.kill()
-                server.wait()
-                return None, None
-            time.sleep(0.05)
+
+    def answered():
+        assert server.poll() is None, "mariadbd exited"
+        pymysql.connect(host="127.0.0.1", port=port, user="root", ssl_disabled=True).close()
+        return True
+
+    try:
+        eventually(answered, seconds, 0.05, ignoring=pymysql.err.OperationalError)
+    except AssertionError:
+        server.kill()
+        server.wait()
+        return None, None
+    return server, port
 
 
 def mysql_admin(server_url, sql):
@@ -367,10 +365,7 @@ def chromium(node_modules):
     """Debian's Chromium driven by Playwright, launched once per test process by its path (no browser
     download). Every test that drives it shares this one: Playwright's sync API refuses to start
     while another of its instances runs in the process."""
-    if not Path(CHROMIUM).exists():
-        if os.environ.get("CI"):
-            pytest.fail("CI must run the browser tests: apt-get install chromium (.ci/run does)")
-        pytest.skip("chromium is not installed")
+    require(Path(CHROMIUM).exists(), "chromium", "chromium")
     from playwright.sync_api import sync_playwright
 
     playwright = sync_playwright().start()
@@ -384,10 +379,7 @@ def chromium(node_modules):
 def node_modules():
     """supabase-js as tests/js/package-lock.json pins it, installed once (the first worker to get here
     installs it while the others wait); the test is skipped where node and npm are not installed."""
-    if shutil.which("node") is None or shutil.which("npm") is None:
-        if os.environ.get("CI"):
-            pytest.fail("CI must run the SDK and sign-in tests: install node 20 and npm (.ci/run does)")
-        pytest.skip("node and npm are not installed")
+    require(shutil.which("node") and shutil.which("npm"), "node and npm", "node 20 and npm")
     modules = JS_DIR / "node_modules"
     wanted = (modules / "@supabase" / "supabase-js", modules / "otpauth", modules / "axe-core",
               modules / "tus-js-client", modules / "@uppy" / "tus", modules / ".bin" / "esbuild")  # fmt: skip

@@ -1,15 +1,48 @@
 """What the tests share that is not a fixture: the test secret, a client that sends API keys, the
-error-body assertions, and starting and stopping a real waitress server."""
+error-body assertions, waiting for something to happen (`eventually`), the tools a test needs
+(`require`), and starting and stopping a real waitress server."""
 
 import asyncio
+import os
 import socket
 import threading
 import time
 from contextlib import contextmanager
 
+import pytest
+
 SECRET = "test-secret-" + "x" * 60
 LEAKS = ("select ", "insert into", "update ", "delete from", "sqlalchemy", "pymysql", "sqlite3",
          "traceback", "integrityerror", "operationalerror")  # fmt: skip
+
+
+def eventually(condition, seconds=10, every=0.02, what=None, ignoring=()):
+    """`condition()`'s first truthy answer, asked every `every` seconds; after `seconds` an
+    AssertionError saying `what` did not happen (and the last answer). An exception of `ignoring`
+    (a refused connection while a server starts) counts as a falsy answer."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            found = condition()
+        except ignoring as exc:
+            found = exc
+        else:
+            if found:
+                return found
+        if time.monotonic() >= deadline:
+            said = what or getattr(condition, "__name__", "the condition")
+            raise AssertionError(f"{said}: not within {seconds} s (last: {found!r})")
+        time.sleep(every)
+
+
+def require(found, what, install):
+    """`found` (a program's path, a module), or the test skipped because `what` is missing here; CI,
+    which must run every test, fails it instead, saying what to `install` (.ci/run installs it)."""
+    if found:
+        return found
+    if os.environ.get("CI"):
+        pytest.fail(f"CI must run this test: install {install} (.ci/run)")
+    pytest.skip(f"{what} is not installed")
 
 
 def free_port():
@@ -169,10 +202,7 @@ def serve_with_realtime(app, threads=8):
     running = asgi.make_server(app, Realtime(app), None, None, threads, stop, [listener])
     thread = threading.Thread(target=asgi.serve, args=(running,), daemon=True)
     thread.start()
-    deadline = time.monotonic() + 10
-    while not running.started:
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.02)
+    eventually(lambda: running.started, 10, 0.02, "uvicorn started")
 
     def stopped():
         stop.set()

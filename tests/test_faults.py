@@ -18,7 +18,7 @@ import requests
 import sqlalchemy as sa
 
 from extensions import db, state
-from support import Api, free_port, serve_as_wsgi_py, serve_with_realtime
+from support import Api, eventually, free_port, serve_as_wsgi_py, serve_with_realtime
 
 # Timing-sensitive (slow clients, deadlines, faults): under make test these go to one worker together.
 pytestmark = pytest.mark.xdist_group("timing")
@@ -38,10 +38,7 @@ def mysql_connection(url):
 
 
 def wait_until_healthy(api, seconds):
-    deadline = time.monotonic() + seconds
-    while api.get("/health").status_code != 200:
-        assert time.monotonic() < deadline, "the service did not recover"
-        time.sleep(0.2)
+    eventually(lambda: api.get("/health").status_code == 200, seconds, 0.2, "the service recovered")
 
 
 def freeze(pid):
@@ -49,10 +46,8 @@ def freeze(pid):
     the process only when the one thread it wakes runs and stops the others: on a loaded machine
     its other threads went on answering queries for tens of milliseconds after kill() returned."""
     os.kill(pid, signal.SIGSTOP)
-    deadline = time.monotonic() + 10
-    while not all(_stopped(task) for task in Path(f"/proc/{pid}/task").iterdir()):
-        assert time.monotonic() < deadline, "mariadbd did not stop"
-        time.sleep(0.005)
+    tasks = Path(f"/proc/{pid}/task")
+    eventually(lambda: all(_stopped(task) for task in tasks.iterdir()), 10, 0.005, "mariadbd stopped")
 
 
 def _stopped(task):
@@ -232,15 +227,12 @@ def test_wsgi_started_with_its_database_down_says_so_in_one_line(tmp_path):
             [sys.executable, "wsgi.py"], cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT
         )
     try:
-        deadline = time.monotonic() + 30
-        while True:
+
+        def answered():
             assert process.poll() is None, log.read_text()
-            try:
-                health = requests.get(f"http://127.0.0.1:{port}/health", timeout=5)
-                break
-            except requests.ConnectionError:
-                assert time.monotonic() < deadline, log.read_text()
-                time.sleep(0.1)
+            return requests.get(f"http://127.0.0.1:{port}/health", timeout=5)
+
+        health = eventually(answered, 30, 0.1, "wsgi.py answered", ignoring=requests.ConnectionError)
     finally:
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=30)
@@ -471,10 +463,12 @@ def test_a_frozen_database_ends_every_request_within_db_timeout_in_all(
             assert status == 503 and kind == "application/json", (name, sorted(results.items()))
             assert took < FROZEN_DB_TIMEOUT + MARGIN, (name, sorted(results.items()))
 
-        deadline = time.monotonic() + 15
-        while requests.get(f"{base}/health", timeout=10).status_code != 200:
-            assert time.monotonic() < deadline, "the service did not recover"
-            time.sleep(0.2)
+        eventually(
+            lambda: requests.get(f"{base}/health", timeout=10).status_code == 200,
+            15,
+            0.2,
+            "the service recovered",
+        )
         after = {}
         for name in ("read", "write", "sign-in"):
             send(name, after)

@@ -25,7 +25,7 @@ from auth import tokens
 from database import transactions
 from errors import APIError
 from extensions import db
-from support import SECRET, free_port
+from support import SECRET, eventually, free_port, require
 from tests.live import phoenix
 from tools import galera
 
@@ -64,10 +64,7 @@ pytestmark = [pytest.mark.xdist_group("galera"), pytest.mark.alone]
 
 @pytest.fixture(scope="module")
 def cluster():
-    if not galera.installed():
-        if os.environ.get("CI"):
-            pytest.fail("CI must run the Galera tests: install galera-4 and redis-server")
-        pytest.skip("galera-4 (or mariadbd, or redis-server) is not installed")
+    require(galera.installed(), "galera-4 (or mariadbd, or redis-server)", "galera-4 and redis-server")
     started = galera.Cluster()
     try:
         started.start()
@@ -115,16 +112,15 @@ class Instance:
         )
 
     def wait_serving(self, seconds=90):
-        deadline = time.monotonic() + seconds
-        while True:
+
+        def healthy():
             assert self.process.poll() is None, f"instance {self.index} exited: {self.text()[-3000:]}"
-            try:
-                if requests.get(f"{self.base}/health", timeout=2).status_code == 200:
-                    return
-            except requests.ConnectionError:
-                pass
-            assert time.monotonic() < deadline, f"instance {self.index} not serving: {self.text()[-3000:]}"
-            time.sleep(0.1)
+            return requests.get(f"{self.base}/health", timeout=2).status_code == 200
+
+        try:
+            eventually(healthy, seconds, 0.1, ignoring=requests.ConnectionError)
+        except AssertionError as exc:
+            raise AssertionError(f"instance {self.index} not serving: {self.text()[-3000:]}") from exc
 
     def socket_url(self, key=None, vsn="1.0.0"):
         return f"ws://127.0.0.1:{self.port}/realtime/v1/websocket?apikey={key or ANON}&vsn={vsn}"
@@ -536,15 +532,13 @@ def test_a_node_killed_under_load_loses_no_acknowledged_write(cluster, instances
         )
         assert dead.status_code == 503 and dead.json()["code"] and dead.elapsed.total_seconds() < DB_TIMEOUT
         victim.restart()
-        deadline = time.monotonic() + 30
-        while (
-            requests.get(
-                f"{instances[1].base}/rest/v1/items?limit=1", headers={"apikey": ANON}, timeout=30
-            ).status_code
-            != 200
-        ):
-            assert time.monotonic() < deadline, "the instance did not recover"
-            time.sleep(0.2)
+        url = f"{instances[1].base}/rest/v1/items?limit=1"
+        eventually(
+            lambda: requests.get(url, headers={"apikey": ANON}, timeout=30).status_code == 200,
+            30,
+            0.2,
+            "the instance recovered",
+        )
         recovered_at = time.monotonic()
         time.sleep(1)
     finally:

@@ -6,6 +6,7 @@ import logging
 import time
 
 from runtime import logs
+from support import eventually
 
 
 def record(message, *args, name="minibase.requests", level=logging.INFO):
@@ -31,10 +32,9 @@ def test_the_writer_looks_by_itself():
     writer = logs.Writer(stream=stream, interval=0.01).start()
     try:
         writer.handler().handle(record("written without a stop"))
-        deadline = time.monotonic() + 5
-        while "written without a stop" not in stream.getvalue():
-            assert time.monotonic() < deadline, "the writer never wrote the record"
-            time.sleep(0.01)
+        eventually(
+            lambda: "written without a stop" in stream.getvalue(), 5, 0.01, "the writer wrote the record"
+        )
     finally:
         writer.stop()
 

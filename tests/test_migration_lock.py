@@ -19,7 +19,7 @@ import config
 from app import MIGRATIONS, create_app
 from database import migration_lock
 from extensions import db, migrate
-from support import SECRET
+from support import SECRET, eventually
 
 LEASE = 1  # second
 SLOW_TABLE = "minibase_storage_buckets"  # 0014 alters it on MySQL; on SQLite it only writes its version
@@ -99,13 +99,6 @@ def alters_waiting(connection):
     return connection.execute(text(query)).scalar()
 
 
-def until(predicate, seconds=15):
-    deadline = time.monotonic() + seconds
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
-
-
 def versions(connection):
     return connection.execute(text("SELECT version_num FROM minibase_alembic_version")).scalars().all()
 
@@ -130,7 +123,7 @@ def test_a_migration_longer_than_the_lease_keeps_it(database_url, backend, at_00
     try:
         first, second = instances(database_url, 2)
         go(first)
-        until(lambda: migrating(test))
+        eventually(lambda: migrating(test), 15, 0.05)
         time.sleep(2 * LEASE)  # the first one's lease would have run out, unrenewed
         go(second)
         time.sleep(3 * LEASE)  # long enough for it to take an expired lease, 15 tries
@@ -151,14 +144,16 @@ def test_an_instance_that_loses_its_lease_stops_migrating(database_url, backend,
     try:
         (first,) = instances(database_url, 1)
         go(first)
-        until(lambda: alters_waiting(test) == 1)
+        eventually(lambda: alters_waiting(test) == 1, 15, 0.05)
         with test.engine.connect() as another:  # takes the lease over, as one whose clock ran ahead
             another.execute(text(
                 "UPDATE minibase_migration_lock SET holder = 'another',"
                 " expires_at = UTC_TIMESTAMP() + INTERVAL 1 HOUR"
             ))  # fmt: skip
             another.commit()
-        until(lambda: alters_waiting(test) == 0)  # its ALTER was stopped, not left to run beside another's
+        eventually(
+            lambda: alters_waiting(test) == 0, 15, 0.05
+        )  # its ALTER was stopped, not left to run beside another's
         out, log = finish(first)
         assert out == "not ready" and "lost the migration lease (another instance took it)" in log
     finally:
@@ -185,7 +180,7 @@ def test_a_lost_lease_stops_the_migration_before_its_next_step(database_url, bac
         lease.check()
         test.execute(text("UPDATE minibase_migration_lock SET holder = 'another'"))
         test.commit()
-        until(lambda: lease.lost is not None)
+        eventually(lambda: lease.lost is not None, 15, 0.05)
         with pytest.raises(migration_lock.LeaseLost, match="another instance took it"):
             lease.check()
     assert test.execute(text("SELECT holder FROM minibase_migration_lock")).scalar() == "another"

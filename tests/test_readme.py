@@ -7,13 +7,12 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import requests
 
-from support import free_port
+from support import eventually, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 BLOCK = re.compile(r"```bash\n(.*?)```", re.S)
@@ -45,15 +44,14 @@ def serve(project, port):
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            # connect: 1 s while it starts; read: up to 10 s, a loaded first answer can be slow
-            requests.get(f"http://127.0.0.1:{port}/health", timeout=(1, 10))
-            return process
-        except requests.ConnectionError:
-            assert process.poll() is None and time.monotonic() < deadline, "wsgi.py did not start"
-            time.sleep(0.05)
+
+    def answered():
+        assert process.poll() is None, "wsgi.py exited"
+        # connect: 1 s while it starts; read: up to 10 s, a loaded first answer can be slow
+        return requests.get(f"http://127.0.0.1:{port}/health", timeout=(1, 10))
+
+    eventually(answered, 30, 0.05, "wsgi.py answered", ignoring=requests.ConnectionError)
+    return process
 
 
 def run(script, project, port, shell_state):

@@ -5,7 +5,6 @@ where its flow lives (test_email.py, test_external.py)."""
 
 import html
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -14,7 +13,7 @@ import pytest
 
 from app import create_app
 from auth.redirects import redirect_target
-from support import SECRET
+from support import SECRET, require
 
 SITE = "https://app.example.com"
 ALLOWED = ",".join(
@@ -133,11 +132,7 @@ def test_a_pattern_path_wildcard_stays_in_one_segment(context):
 
 def browser_hrefs(urls, workdir):
     """Each URL as Chromium parses it (`new URL`), without its fragment; None where it refuses it."""
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if chromium is None:
-        if os.environ.get("CI"):
-            pytest.fail("CI must run the browser's cross-check: install chromium")
-        pytest.skip("chromium is not installed")
+    chromium = require(shutil.which("chromium") or shutil.which("chromium-browser"), "chromium", "chromium")
     page = workdir / "urls.html"
     script = (
         "const out = URLS.map(u => { try { const p = new URL(u); p.hash = ''; return p.href; }"

@@ -25,7 +25,7 @@ import requests
 
 from auth import tokens
 from runtime import logs, server
-from support import SECRET, free_port
+from support import SECRET, eventually, free_port, require
 
 # Timing-sensitive (a thousand slow clients, /health answered within seconds): make test-slow runs these by
 # themselves, after the parallel run.
@@ -55,14 +55,8 @@ def start(tmp_path):
         )
         started.append((process, log))
         base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                requests.get(f"{base}/health", timeout=1)
-                break
-            except requests.RequestException:  # not listening yet, or too busy starting to answer
-                assert process.poll() is None and time.monotonic() < deadline, "wsgi.py did not start"
-                time.sleep(0.05)
+        # not listening yet, or too busy starting to answer: asked again while the process lives
+        eventually(lambda: answers(process, f"{base}/health"), 30, 0.05, "wsgi.py started")
         process.log = log
         return process, base, tokens.api_key("anon", SECRET)
 
@@ -73,17 +67,27 @@ def start(tmp_path):
         log.close()
 
 
+def answers(process, url):
+    """Whether `url` answers; an AssertionError at once if `process` (the server) has exited."""
+    assert process.poll() is None, "the server exited"
+    try:
+        return requests.get(url, timeout=1)
+    except requests.RequestException:
+        return None
+
+
 def server_log(process, until=None):
     """What the server has logged; with `until`, once that text is in it (the log is written in
     batches, a tenth of a second apart)."""
-    deadline = time.monotonic() + 10
-    while True:
+
+    def text():
         process.log.flush()
         process.log.seek(0)
-        text = process.log.read()
-        if until is None or until in text or time.monotonic() > deadline:
-            return text
-        time.sleep(0.05)
+        return process.log.read()
+
+    if until is None:
+        return text()
+    return eventually(lambda: until in (found := text()) and found, 10, 0.05, f"{until!r} logged")
 
 
 @pytest.mark.parametrize("realtime", ["off", "on"])
@@ -198,11 +202,7 @@ def test_a_queue_of_requests_does_not_flood_the_log(start):
         thread.start()
     for thread in threads:
         thread.join()
-    text = server_log(process)
-    deadline = time.monotonic() + 10
-    while text.count("GET /rest/v1/ 200") < 30 and time.monotonic() < deadline:
-        time.sleep(0.05)
-        text = server_log(process)
+    text = eventually(lambda: (log := server_log(process)).count("GET /rest/v1/ 200") >= 30 and log, 10, 0.05)
     assert "Task queue depth" not in text
     assert text.count("GET /rest/v1/ 200") == 30
 
@@ -236,21 +236,23 @@ def test_failed_sign_ins_are_counted_across_processes(start):
 # --- WORKERS: several processes on one port
 
 
+def children(process):
+    """The pids of the processes whose parent is `process`."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        try:
+            stat = (entry / "stat").read_text()
+        except (OSError, ValueError):
+            continue
+        if int(stat.rpartition(")")[2].split()[1]) == process.pid:  # the field after the state: ppid
+            found.add(int(entry.name))
+    return found
+
+
 def workers_of(process, count=2):
     """The pids of the server's worker processes, once there are `count` of them."""
-    deadline = time.monotonic() + 10
-    while True:
-        found = set()
-        for entry in Path("/proc").iterdir():
-            try:
-                stat = (entry / "stat").read_text()
-            except (OSError, ValueError):
-                continue
-            if int(stat.rpartition(")")[2].split()[1]) == process.pid:  # the field after the state: ppid
-                found.add(int(entry.name))
-        if len(found) == count or time.monotonic() > deadline:
-            return found
-        time.sleep(0.05)
+    # a list that holds the set, so that an empty set (count=0) counts as found
+    return eventually(lambda: [found] if len(found := children(process)) == count else None, 10, 0.05)[0]
 
 
 def owner(connection, pids):
@@ -310,11 +312,12 @@ def test_two_workers_answer_on_one_port(start):
         connection.close()
     assert served == {pid: 3 for pid in pids}
     # one log: the parent's stderr holds every worker's lines, one whole line each
-    lines = server_log(process, until="GET /rest/v1/ 200").splitlines()
-    deadline = time.monotonic() + 10
-    while sum("GET /rest/v1/ 200" in line for line in lines) < 6 and time.monotonic() < deadline:
-        time.sleep(0.05)
+
+    def six_reads():
         lines = server_log(process).splitlines()
+        return sum("GET /rest/v1/ 200" in line for line in lines) >= 6 and lines
+
+    lines = eventually(six_reads)
     assert sum(line.endswith("GET /rest/v1/ 200 " + line.rpartition(" ")[2]) for line in lines) == 6
 
 
@@ -325,10 +328,7 @@ def test_a_killed_worker_is_replaced_and_the_service_keeps_answering(start):
     os.kill(killed, signal.SIGKILL)
     answers = [requests.get(f"{base}/health", timeout=10).status_code for _ in range(20)]
     assert answers == [200] * 20  # the other worker answered while the first was replaced
-    deadline = time.monotonic() + 10
-    while (now := workers_of(process)) and killed in now or len(now) < 2:
-        assert time.monotonic() < deadline, now
-        time.sleep(0.05)
+    now = eventually(lambda: killed not in (found := children(process)) and len(found) >= 2 and found)
     assert len(now) == 2 and len(now & pids) == 1
     (replacement,) = now - pids
     for connection in connect_until_each_holds(base, now, each=1):
@@ -572,11 +572,7 @@ def nginx_settings():
 def nginx(tmp_path):
     """Start nginx with deploy/nginx.conf's site, on plain HTTP on 127.0.0.1, in front of the
     minibase at `upstream_port`: its port."""
-    binary = shutil.which("nginx") or shutil.which("nginx", path="/usr/sbin")
-    if binary is None:
-        if os.environ.get("CI"):
-            pytest.fail("CI must run the nginx tests: install nginx (.ci/run does)")
-        pytest.skip("nginx is not installed")
+    binary = require(shutil.which("nginx") or shutil.which("nginx", path="/usr/sbin"), "nginx", "nginx")
     started = []
 
     def run(upstream_port):
@@ -600,15 +596,13 @@ def nginx(tmp_path):
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         )  # fmt: skip
         started.append(process)
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                return port
-            except OSError:
-                assert process.poll() is None, process.stderr.read().decode()
-                assert time.monotonic() < deadline, "nginx did not start"
-                time.sleep(0.05)
+
+        def listening():
+            assert process.poll() is None, process.stderr.read().decode()
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return port
+
+        return eventually(listening, 10, 0.05, "nginx listening", ignoring=OSError)
 
     yield run
     for process in started:

@@ -4,14 +4,13 @@ over a real SQLite file or a real MariaDB database, and talk to it over real soc
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import requests
 
 from auth import tokens
-from support import SECRET, free_port
+from support import SECRET, eventually, free_port
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -38,10 +37,9 @@ class Server:
     def wait_for_log(self, *texts, timeout=10):
         """The log once it holds every one of `texts`: the service writes its log on a thread of
         its own, so a line can land after the request that caused it was answered."""
-        deadline = time.monotonic() + timeout
-        while not all(text in self.log() for text in texts) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        return self.log()
+        return eventually(
+            lambda: all(text in (log := self.log()) for text in texts) and log, timeout, 0.05, texts
+        )
 
 
 @pytest.fixture
@@ -73,15 +71,16 @@ def start_server(tmp_path, database_url, lay_migrated):
         started.append(process)
         server = Server(process, port, log_path)
         server.database_url = env["DATABASE_URL"]
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                requests.get(f"{server.base}/health", timeout=2)
-                return server
-            except requests.RequestException:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"wsgi.py did not start: {log_path.read_text()[-3000:]}")
-                time.sleep(0.05)
+
+        def answered():
+            assert process.poll() is None, f"wsgi.py exited: {log_path.read_text()[-3000:]}"
+            return requests.get(f"{server.base}/health", timeout=2)
+
+        try:
+            eventually(answered, 30, 0.05, ignoring=requests.RequestException)
+        except AssertionError as exc:
+            pytest.fail(f"wsgi.py did not start: {exc}; {log_path.read_text()[-3000:]}")
+        return server
 
     yield start
     for process in started:

@@ -5,14 +5,13 @@ import os
 import re
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 import requests
 from phoenix import Client
 
-from support import free_port
+from support import eventually, free_port, require
 
 pytestmark = pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -32,10 +31,7 @@ class Proxied:
 
 @pytest.fixture
 def nginx(server, tmp_path):
-    if NGINX is None:
-        if os.environ.get("CI"):
-            pytest.fail("CI must run the nginx test: install nginx")
-        pytest.skip("nginx is not installed")
+    require(NGINX, "nginx", "nginx")
     site = (ROOT / "deploy" / "nginx.conf").read_text()
     port = free_port()
     site = re.sub(r"listen 443 ssl http2;", f"listen 127.0.0.1:{port};", site)
@@ -52,15 +48,12 @@ def nginx(server, tmp_path):
         f"{site}\n}}\n"
     )
     process = subprocess.Popen([NGINX, "-c", str(conf), "-p", str(temp)], stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            requests.get(f"http://127.0.0.1:{port}/health", timeout=1)
-            break
-        except requests.RequestException:
-            assert process.poll() is None, process.stderr.read().decode()[-2000:]
-            assert time.monotonic() < deadline, "nginx did not start"
-            time.sleep(0.05)
+
+    def answered():
+        assert process.poll() is None, process.stderr.read().decode()[-2000:]
+        return requests.get(f"http://127.0.0.1:{port}/health", timeout=1)
+
+    eventually(answered, 10, 0.05, "nginx started", ignoring=requests.RequestException)
     yield Proxied(server, port)
     process.terminate()
     process.wait(timeout=10)

@@ -15,7 +15,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
 from auth import signing_keys, tokens
-from support import SECRET
+from support import SECRET, eventually
 
 pytestmark = pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 
@@ -198,11 +198,7 @@ def test_a_socket_that_stops_reading_is_closed_and_the_rest_goes_on(start_server
         while True:
             stalled.ws.recv(timeout=5)
     sender.send("realtime:feed", "broadcast", {"type": "broadcast", "event": "last", "payload": {}}, "1")
-    deadline = time.monotonic() + 10
-    while True:
-        if reader.until("broadcast")["payload"]["event"] == "last":
-            break
-        assert time.monotonic() < deadline
+    eventually(lambda: reader.until("broadcast")["payload"]["event"] == "last", 10, 0)
 
 
 def test_a_plain_request_to_the_socket_path_is_a_json_400(server):

@@ -8,23 +8,15 @@ import socket
 import struct
 import subprocess
 import threading
-import time
 
 import pytest
 from werkzeug.serving import make_server
 
 from errors import APIError
 from storage import files
-from support import Api, assert_storage_error
+from support import Api, assert_storage_error, eventually
 
 OBJECTS = "/storage/v1/object"
-
-
-def settled(check, seconds=10):
-    deadline = time.monotonic() + seconds
-    while not check():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
 
 
 def leftovers(root):
@@ -80,9 +72,9 @@ def test_a_client_that_breaks_off_halfway_is_a_400_not_a_disk_failure(
     port, statuses = streaming
     headers = {"apikey": service_key, "Content-Type": "text/plain"}
     client = chunked(port, f"{OBJECTS}/locked/cut.txt", headers, chunk(b"x" * 300_000) * 2)
-    settled(lambda: any(path.stat().st_size > 0 for path in leftovers(storage_root)))  # it is reading
+    eventually(lambda: any(path.stat().st_size > 0 for path in leftovers(storage_root)))  # it is reading
     reset(client)
-    settled(lambda: statuses)
+    eventually(lambda: statuses)
     assert statuses == [400]
     assert leftovers(storage_root) == []
     assert service.post(f"{OBJECTS}/list/locked", json={}).json == []

@@ -14,7 +14,7 @@ import pytest
 
 from errors import APIError
 from storage import files
-from support import serve_as_wsgi_py, serve_with_realtime
+from support import eventually, serve_as_wsgi_py, serve_with_realtime
 
 SQLITE = pytest.mark.parametrize("backend", ["sqlite"])  # the servers are under test, not the database
 OBJECTS = "/storage/v1/object"
@@ -54,16 +54,6 @@ def object_files(root):
     return sorted(path for path in (root / "objects").rglob("*") if path.is_file())
 
 
-def settled(check, seconds=5):
-    """Whether `check()` holds within `seconds`: a server's thread may still be ending the request."""
-    deadline = time.monotonic() + seconds
-    while not check():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
-
-
 @SQLITE
 @pytest.mark.parametrize("size", [1, MEMORY, MEMORY + 1, 2 * MEMORY, 3 * MEMORY, 6 * 1024 * 1024 + 7])
 def test_an_upload_is_every_byte_with_its_md5_raw_or_chunked(
@@ -81,7 +71,7 @@ def test_an_upload_is_every_byte_with_its_md5_raw_or_chunked(
     for name in ("raw.bin", "chunked.bin"):
         got, body = send(served, "GET", f"{OBJECTS}/locked/{name}", {"apikey": service.key})
         assert body == data and got.getheader("ETag") == f'"{hashlib.md5(data).hexdigest()}"'
-    assert settled(lambda: tmp_files(storage_root) == [])
+    eventually(lambda: tmp_files(storage_root) == [], 5)
     assert len(object_files(storage_root)) == 2
     assert len(taken) == (2 if request.node.callspec.params["served"] == "uvicorn" else 0)  # uncopied
 
@@ -110,7 +100,7 @@ def test_a_form_is_parsed_into_the_file_the_upload_takes(served, service, storag
     json_headers = {"apikey": service.key, "Content-Type": "application/json"}
     listed, body = send(served, "POST", f"{OBJECTS}/list/locked", json_headers, body=b'{"prefix": ""}')
     assert listed.status == 200 and b"form.bin" in body
-    assert settled(lambda: tmp_files(storage_root) == [])  # the second file's Spool too
+    eventually(lambda: tmp_files(storage_root) == [], 5)  # the second file's Spool too
     assert len(object_files(storage_root)) == 1
 
 
@@ -130,7 +120,7 @@ def test_a_refused_or_too_large_upload_leaves_no_file(served, service, anon_key,
     too_large, _ = send(served, "POST", f"{OBJECTS}/avatars/big.txt", {"apikey": service.key, **in_form},
                         body=form("b", ("", data)))  # fmt: skip
     assert too_large.status == 413
-    assert settled(lambda: tmp_files(storage_root) == [])
+    eventually(lambda: tmp_files(storage_root) == [], 5)
     assert object_files(storage_root) == []
     listed = service.post(f"{OBJECTS}/list/avatars", json={"prefix": ""}).json
     assert listed == [] and service.post(f"{OBJECTS}/list/locked", json={"prefix": ""}).json == []
@@ -146,7 +136,7 @@ def test_a_form_cut_off_mid_file_leaves_no_file(served, service, anon_key, stora
         headers = {"apikey": key, "Content-Type": "multipart/form-data; boundary=b"}
         answer, _ = send(served, "POST", f"{OBJECTS}/{bucket}/cut.bin", headers, body=part)
         assert answer.status == 400, (key, bucket)
-    assert settled(lambda: tmp_files(storage_root) == [])
+    eventually(lambda: tmp_files(storage_root) == [], 5)
     assert object_files(storage_root) == []
 
 
@@ -162,10 +152,10 @@ def test_a_body_cut_off_halfway_leaves_no_file_and_no_row(served, service, stora
     with socket.create_connection(("127.0.0.1", served), timeout=10) as sock:
         sock.sendall(head + payload(8 * MEMORY))  # under uvicorn, batches written on the spooling thread
         if request.node.callspec.params["served"] == "uvicorn":  # into its Spool's file, in .tmp
-            assert settled(lambda: len(tmp_files(storage_root)) == 1)
+            eventually(lambda: len(tmp_files(storage_root)) == 1, 5)
         else:
             time.sleep(0.3)  # into waitress's buffer
-    assert settled(lambda: tmp_files(storage_root) == [])
+    eventually(lambda: tmp_files(storage_root) == [], 5)
     assert object_files(storage_root) == []
     assert service.post(f"{OBJECTS}/list/locked", json={"prefix": ""}).json == []
 
