@@ -18,7 +18,7 @@ from auth.identity import Identity, signing_session
 from blueprints.gateway import identity
 from config import setting
 from errors import Storage, invalid_request, storage_error
-from storage import buckets, files, images, listing_v2, media_types, objects, signing
+from storage import buckets, files, images, listing, listing_v2, media_types, objects, signing, transfers
 from values import strict_json, whole_number
 
 bp = Blueprint("storage", __name__, url_prefix="/storage/v1")
@@ -115,7 +115,7 @@ def info_public(bucket_id, name):
 
 @bp.post("/object/list/<bucket_id>")
 def list_objects(bucket_id):
-    listed = objects.list_objects(bucket_id, identity(), objects.listing(json_body()))
+    listed = listing.list_objects(bucket_id, identity(), listing.listing(json_body()))
     return json.dumps(listed), {"Content-Type": "application/json"}
 
 
@@ -126,24 +126,25 @@ def list_page(bucket_id):
 
 @bp.post("/object/move")
 def move():
-    return objects.move(json_body(), identity())
+    return transfers.move(json_body(), identity())
 
 
 @bp.post("/object/copy")
 def copy():
-    return objects.copy(json_body(), identity(), upsert=request.headers.get("x-upsert", "").lower() == "true")
+    upsert = request.headers.get("x-upsert", "").lower() == "true"
+    return transfers.copy(json_body(), identity(), upsert=upsert)
 
 
 @bp.delete("/object/<bucket_id>")
 def remove(bucket_id):
-    deleted = objects.remove(bucket_id, json_body().get("prefixes"), identity())
+    deleted = transfers.remove(bucket_id, json_body().get("prefixes"), identity())
     return json.dumps(deleted), {"Content-Type": "application/json"}
 
 
 @bp.delete("/object/<bucket_id>/<path:name>")
 def remove_one(bucket_id, name):
     objects.check_name(name)
-    if not objects.remove(bucket_id, [name], identity()):
+    if not transfers.remove(bucket_id, [name], identity()):
         raise objects.object_not_found()
     return {"message": "Successfully deleted"}
 

@@ -1,10 +1,11 @@
-"""The Storage pages' work, through Storage's own services (storage/buckets.py, storage/objects.py)
-as the service key: buckets made, changed, emptied and deleted; objects listed by folder, uploaded,
-downloaded, moved, removed and signed. Each change is recorded with the unit of work that makes it."""
+"""The Storage pages' work, through Storage's own services (storage/: buckets.py, objects.py,
+listing.py, transfers.py) as the service key: buckets made, changed, emptied and deleted; objects
+listed by folder, uploaded, downloaded, moved, removed and signed. Each change is recorded with the
+unit of work that makes it."""
 
 from auth.identity import Identity
 from dashboard.actions import perform, write
-from storage import buckets, files, objects
+from storage import buckets, files, listing, objects, transfers
 
 SERVICE = Identity("service_role")
 
@@ -46,8 +47,8 @@ def delete_bucket(bucket_id):
 
 def folder(bucket_id, prefix):
     """The folders and objects right under `prefix` (which ends in / or is empty)."""
-    listing = objects.Listing(prefix=prefix, limit=objects.MAX_LIST)
-    return objects.list_objects(bucket_id, SERVICE, listing)
+    wanted = listing.Listing(prefix=prefix, limit=objects.MAX_LIST)
+    return listing.list_objects(bucket_id, SERVICE, wanted)
 
 
 def upload(bucket_id, name, stream, mimetype):
@@ -63,12 +64,12 @@ def open_object(bucket_id, name):
 def move(bucket_id, name, destination):
     body = {"bucketId": bucket_id, "sourceKey": name, "destinationKey": destination}
     details = {"to": destination}
-    return perform("object_moved", f"{bucket_id}/{name}", objects.move, body, SERVICE, details=details)
+    return perform("object_moved", f"{bucket_id}/{name}", transfers.move, body, SERVICE, details=details)
 
 
 def remove(bucket_id, name):
     objects.check_name(name)
-    removed = perform("object_deleted", f"{bucket_id}/{name}", objects.remove, bucket_id, [name], SERVICE)
+    removed = perform("object_deleted", f"{bucket_id}/{name}", transfers.remove, bucket_id, [name], SERVICE)
     if not removed:
         raise objects.object_not_found()
 

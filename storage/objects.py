@@ -1,6 +1,7 @@
-"""Objects: upload, replace, read, list, move, copy and remove, with their metadata in
-minibase_storage_objects and their bytes in the backend (files.py). Every operation asks
-buckets.authorize first; an object the caller may not see answers exactly as a missing one."""
+"""Objects: upload, replace, read and sign, with their metadata in minibase_storage_objects and their
+bytes in the backend (files.py); listing.py lists them, transfers.py moves, copies and removes
+them. Every operation asks buckets.authorize first; an object the caller may not see answers
+exactly as a missing one."""
 
 import uuid
 from dataclasses import dataclass
@@ -16,9 +17,7 @@ from storage import buckets, clock, files, media_types, signing
 
 MAX_NAME_CHARACTERS = 512
 MAX_NAME_BYTES = 1024
-MAX_LIST = 1000
-MAX_REMOVE = 1000
-SORT_COLUMNS = ("name", "created_at", "updated_at", "last_accessed_at")
+MAX_LIST = 1000  # names in a list or a batch of signed URLs
 NOT_SIGNED = "Either the object does not exist or you do not have access to it"
 
 
@@ -116,13 +115,13 @@ def upload(bucket_id, name, who, body, upsert=False, replace=False):
     received = files.receive(body.stream, file_size_limit(bucket), files.staging_directory())
     key = files.new_key()
     try:
-        stored = _commit(backend, backend, bucket, name, who, body, received, key, upsert, replace)
+        stored = store(backend, backend, bucket, name, who, body, received, key, upsert, replace)
     finally:
         received.discard()
     return {"Id": stored, "Key": f"{bucket_id}/{name}"}
 
 
-def _commit(backend, placer, bucket, name, who, body, received, key, upsert, replace):
+def store(backend, placer, bucket, name, who, body, received, key, upsert, replace):
     """Record the object whose bytes `placer` puts under `key` (_record, one transaction): the id of
     its row. When that fails the bytes go; when it commits, those of the object it replaced."""
     try:
@@ -144,7 +143,7 @@ def already_exists():
     return storage_error(409, Storage.KEY_ALREADY_EXISTS, "The resource already exists", "Duplicate")
 
 
-def _locked(bucket_id, name):
+def locked(bucket_id, name):
     query = sa.select(StorageObject).where(StorageObject.bucket_id == bucket_id, StorageObject.name == name)
     return db.session.scalars(query.with_for_update()).first()
 
@@ -154,7 +153,7 @@ def writable(bucket, name, who, upsert=False, replace=False):
     inside the caller's transaction: insert for a new name, update for an existing one (with
     `upsert` or `replace`, and only one the update rule reaches); otherwise the error a direct
     upload answers. Uploads, signed uploads (when signed and when used), copies and moves all ask."""
-    existing = _locked(bucket.id, name)
+    existing = locked(bucket.id, name)
     if existing is None and replace:
         raise object_not_found()
     if existing is not None and not (upsert or replace):
@@ -322,234 +321,6 @@ def info(stored):
         "metadata": stored.user_metadata or {},
         "last_modified": clock.iso(stored.updated_at),
         "created_at": clock.iso(stored.created_at),
-    }
-
-
-# --- listing
-
-
-@dataclass(frozen=True)
-class Listing:
-    prefix: str = ""
-    limit: int = 100
-    offset: int = 0
-    column: str = "name"
-    descending: bool = False
-    search: str = ""
-
-
-def listing(body):
-    """A list request's body, checked: prefix, limit, offset, sortBy {column, order}, search."""
-    if not isinstance(body, dict):
-        raise invalid_request("The body must be a JSON object")
-    prefix = body.get("prefix") or ""
-    search = body.get("search") or ""
-    limit, offset = body.get("limit", 100), body.get("offset", 0)
-    sort = body.get("sortBy") or {}
-    if not isinstance(prefix, str) or not isinstance(search, str) or len(prefix) > MAX_NAME_CHARACTERS:
-        raise invalid_request("prefix and search must be text")
-    for value, low, high in ((limit, 1, MAX_LIST), (offset, 0, 10**9)):
-        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-            raise invalid_request(f"limit must be 1 to {MAX_LIST} and offset at least 0")
-    if not isinstance(sort, dict):
-        raise invalid_request("sortBy must be an object with column and order")
-    column, order = sort.get("column") or "name", sort.get("order") or "asc"
-    if column not in SORT_COLUMNS or not isinstance(order, str) or order.lower() not in ("asc", "desc"):
-        raise invalid_request(f"sortBy.column must be one of {', '.join(SORT_COLUMNS)}, order asc or desc")
-    prefix = prefix.lstrip("/")
-    if prefix and not prefix.endswith("/"):
-        prefix += "/"
-    return Listing(prefix, limit, offset, column, order.lower() == "desc", search)
-
-
-def list_objects(bucket_id, who, request):
-    """The folders and objects right under `request.prefix` (a folder is an entry without an id),
-    found, sorted and paged by the database: a list costs the page it answers, not the bucket."""
-
-    def work():
-        bucket = buckets.find(bucket_id)
-        access = buckets.authorize(bucket, "select", who)
-        if access is None:
-            return []
-        return db.session.execute(_listing_query(bucket_id, request, access.condition())).all()
-
-    return [
-        _folder(row.entry) if row.id is None else _file(row.entry, row) for row in transactions.read(work)
-    ]
-
-
-def _listing_query(bucket_id, request, condition):
-    """One page of a listing: the objects whose name, after the prefix, has no slash, and one row per
-    folder (the first segment of those that have one), in the order asked (by a time, folders
-    first ascending and last descending, as they have none)."""
-    objects, func = StorageObject, sa.func
-    rest = func.substr(objects.name, len(request.prefix) + 1)
-    slash = func.instr(rest, "/")
-    under = [objects.bucket_id == bucket_id]
-    if request.prefix:  # LIKE finds them by the index; SQLite's LIKE ignores case, = does not
-        under.append(objects.name.startswith(request.prefix, autoescape=True))
-        under.append(func.substr(objects.name, 1, len(request.prefix)) == request.prefix)
-    if request.search:
-        under.append(func.lower(func.substr(rest, 1, len(request.search))) == request.search.lower())
-    if condition is not None:
-        under.append(condition)
-    columns = (objects.id, objects.size, objects.mimetype, objects.cache_control, objects.etag,
-               objects.created_at, objects.updated_at)  # fmt: skip
-    files = sa.select(rest.label("entry"), *columns).where(*under, slash == 0)
-    nothing = [sa.null().label(name) for name in ("id", "size", "mimetype", "cache_control", "etag")]
-    folders = (
-        sa.select(func.substr(rest, 1, slash - 1).label("entry"), *nothing, sa.null(), sa.null())
-        .where(*under, slash > 0)
-        .distinct()
-    )
-    page = sa.union_all(files, folders).subquery("entries")
-    column = {"name": None, "created_at": page.c.created_at}.get(request.column, page.c.updated_at)
-    keys = (
-        [page.c.entry] if column is None else [sa.case((column.is_(None), 0), else_=1), column, page.c.entry]
-    )
-    keys.append(sa.case((page.c.id.is_(None), 0), else_=1))
-    order = [key.desc() if request.descending else key.asc() for key in keys]
-    return sa.select(page).order_by(*order).limit(request.limit).offset(request.offset)
-
-
-def _folder(name):
-    return {
-        "name": name,
-        "id": None,
-        "updated_at": None,
-        "created_at": None,
-        "last_accessed_at": None,
-        "metadata": None,
-    }
-
-
-def _file(name, row):
-    updated = clock.iso(row.updated_at)
-    return {
-        "name": name,
-        "id": row.id,
-        "updated_at": updated,
-        "created_at": clock.iso(row.created_at),
-        "last_accessed_at": updated,
-        "metadata": system_metadata(row),
-    }
-
-
-# --- move, copy, remove
-
-
-def _transfer_body(body):
-    if not isinstance(body, dict):
-        raise invalid_request("The body must be a JSON object")
-    source_bucket = body.get("bucketId")
-    if not all(isinstance(body.get(key), str) for key in ("bucketId", "sourceKey", "destinationKey")):
-        raise invalid_request("bucketId, sourceKey and destinationKey are required")
-    target_bucket = body.get("destinationBucket") or source_bucket
-    if not isinstance(target_bucket, str):
-        raise invalid_request("destinationBucket must be a bucket's name")
-    return (
-        source_bucket,
-        check_name(body.get("sourceKey")),
-        target_bucket,
-        check_name(body.get("destinationKey")),
-    )
-
-
-@transactions.transactional
-def move(body, who):
-    """Rename an object (within its bucket or into another): the caller's update rule must reach it
-    where it is, and the new name must be one they could upload to (rules, policies, the bucket's mime
-    types and size limit); the object keeps its owner, bytes and metadata."""
-    source_bucket, source, target_bucket, target = _transfer_body(body)
-    bucket = buckets.find(source_bucket)
-    access = buckets.authorize(bucket, "update", who)
-    row = _locked(source_bucket, source)
-    if row is None or access is None or not access.reaches(row):
-        raise object_not_found()
-    moved_in = None
-    if (target_bucket, target) != (source_bucket, source):
-        destination = bucket if target_bucket == source_bucket else buckets.find(target_bucket)
-        check_content(destination, row.mimetype, row.size)
-        moved_in = writable(destination, target, who)[1]
-    row.bucket_id, row.name, row.updated_at = target_bucket, target, clock.now()
-    db.session.flush()
-    access.check_written(row.id)
-    if moved_in is not None:
-        moved_in.check_written(row.id)
-    return {"message": "Successfully moved", "Id": row.id, "Key": f"{target_bucket}/{target}"}
-
-
-def copy(body, who, upsert=False):
-    """A new object with another's bytes and metadata: the caller must be able to read the source
-    and to upload the copy where it goes, as an upload of it would be checked."""
-    source_bucket, source, target_bucket, target = _transfer_body(body)
-    stored = find(source_bucket, source, who)
-    destination = bucket_for(target_bucket)
-    buckets.require(destination, "insert", who)
-    mimetype = media_types.stored(stored.mimetype)
-    check_content(destination, mimetype, stored.size)
-    backend = files.backend()
-    key = files.new_key()
-    backend.copy(stored.storage_key, key)
-    received = files.Received("", stored.size, stored.etag)
-    upload = Upload(None, mimetype, stored.cache_control, stored.user_metadata)
-    new_id = _commit(backend, _Placed(), destination, target, who, upload, received, key, upsert, False)
-    return {"Id": new_id, "Key": f"{target_bucket}/{target}"}
-
-
-class _Placed:
-    """A backend stand-in for _record when the bytes are already under their key (a copy)."""
-
-    def place(self, received, key):
-        pass
-
-
-def remove(bucket_id, names, who):
-    """Delete the named objects the caller's delete rule reaches; the deleted ones, as Supabase lists them."""
-    if (
-        not isinstance(names, list)
-        or not all(isinstance(n, str) for n in names)
-        or not 0 < len(names) <= MAX_REMOVE
-    ):
-        raise invalid_request(f"prefixes must be a list of 1 to {MAX_REMOVE} object names")
-
-    def work():
-        bucket = buckets.find(bucket_id)
-        access = buckets.authorize(bucket, "delete", who)
-        if access is None or not names:
-            return []
-        query = sa.select(StorageObject).where(
-            StorageObject.bucket_id == bucket_id, StorageObject.name.in_(names)
-        )
-        if access.condition() is not None:
-            query = query.where(access.condition())
-        rows = db.session.scalars(query.with_for_update()).all()
-        deleted = [(_removed(row), row.storage_key) for row in rows]
-        if rows:
-            db.session.execute(sa.delete(StorageObject).where(StorageObject.id.in_([row.id for row in rows])))
-        return deleted
-
-    deleted = transactions.write(work)
-    backend = files.backend()
-    for _, key in deleted:
-        backend.delete(key)
-    return [shown for shown, _ in deleted]
-
-
-def _removed(row):
-    stored = Stored.of(row)
-    return {
-        "bucket_id": row.bucket_id,
-        "name": row.name,
-        "id": row.id,
-        "owner": row.owner,
-        "owner_id": row.owner,
-        "version": row.storage_key,
-        "created_at": clock.iso(row.created_at),
-        "updated_at": clock.iso(row.updated_at),
-        "last_accessed_at": clock.iso(row.updated_at),
-        "metadata": system_metadata(stored),
-        "user_metadata": row.user_metadata,
     }
 
 
