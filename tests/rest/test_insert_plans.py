@@ -1,12 +1,12 @@
 """A row is inserted by a statement compiled once per table and set of columns and run on the
 session's connection (rest/writes.py): the keys it reports, names that need quoting, a table that
 changes under its cached plan, and the fallback for a key only RETURNING can read back. A write's
-query string and headers are parsed once (blueprints/rest.py): each body is still read and checked."""
+query string and headers are parsed once (blueprints/rest_request.py): each body is still read and checked."""
 
 import pytest
 import sqlalchemy as sa
 
-import blueprints.rest as rest_views
+from blueprints import rest_request
 from support import assert_rest_error
 
 REPRESENTATION = {"Prefer": "return=representation"}
@@ -146,9 +146,9 @@ def test_a_write_parsed_before_is_not_another_methods_nor_other_headers(rest):
 
 
 def test_kept_write_parses_are_bounded(rest, monkeypatch):
-    monkeypatch.setattr(rest_views, "WRITES", {})
-    monkeypatch.setattr(rest_views, "MAX_KEPT", 3)
+    monkeypatch.setattr(rest_request, "WRITES", {})
+    monkeypatch.setattr(rest_request, "MAX_KEPT", 3)
     for n in range(1, 6):
         assert rest.anon.patch(f"/rest/v1/items?id=eq.{n}", json={"qty": n}).status_code == 204
-    assert 0 < len(rest_views.WRITES) <= 3
+    assert 0 < len(rest_request.WRITES) <= 3
     assert [row["qty"] for row in rest.rows("items")] == [1, 2, 3, 4, 5]

@@ -6,7 +6,7 @@ from decimal import Decimal
 
 import sqlalchemy as sa
 
-from blueprints import rest as rest_views
+from blueprints import rest_request
 from database import transactions
 from extensions import db, state
 from rest import reflection
@@ -219,7 +219,7 @@ def test_floats_read_with_no_conversion_left_where_the_driver_reads_floats(rest)
     assert processors[0] is None
 
 
-# --- a read parsed once per query string and headers (blueprints.rest.parse_read), its filters
+# --- a read parsed once per query string and headers (blueprints.rest_request.parse_read), its filters
 # walked once per table (reflection.walked)
 
 EVERY_ITEM = ["Apple", "apple pie", "Banana", "cherry_tart", "Date"]
@@ -287,8 +287,8 @@ def test_walks_are_bounded(rest, monkeypatch):
 
 
 def test_kept_parses_are_bounded(rest, monkeypatch):
-    monkeypatch.setattr(rest_views, "READS", {})
-    monkeypatch.setattr(rest_views, "MAX_KEPT", 3)
+    monkeypatch.setattr(rest_request, "READS", {})
+    monkeypatch.setattr(rest_request, "MAX_KEPT", 3)
     for n in range(1, 6):
         assert names(rest.anon.get(f"/rest/v1/items?id=eq.{n}&select=name")) == [EVERY_ITEM[n - 1]]
-    assert 0 < len(rest_views.READS) <= 3
+    assert 0 < len(rest_request.READS) <= 3
