@@ -22,18 +22,15 @@ next checkout, so a restarted server costs one retried read, not one per pooled 
 
 import math
 import os
-import select
-import ssl
 import threading
 import time
 import weakref
 
-import pymysql
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.pool import SingletonThreadPool, StaticPool
 
-from database import results, transactions
+from database import pymysql_seam, transactions
 from extensions import db, state
 from query import dialects
 
@@ -99,97 +96,12 @@ def init_app(app):
             state().own = threading.local()
 
 
-# The shortest a socket timeout is cut to: a timeout of 0 would make the socket non-blocking. Past the
-# request's time, what it still sends (the rollback that ends it) fails this fast on a frozen server.
-LEAST_WAIT = 0.05
-
-
-class _CutToTheRequest:
-    """A timeout attribute of a PyMySQL connection that reads as the value it was given (None: no
-    limit), or what the request has left to wait on the database if less, rounded up to a tenth of
-    a second so that a run of statements sets the socket timeout once. PyMySQL reads it for every
-    packet, a 50-row result's 58 times: it is worked out inline, without a call."""
-
-    def __set_name__(self, owner, name):
-        self.name = "_given" + name
-
-    def __get__(self, connection, owner=None):
-        if connection is None:
-            return self
-        seconds = connection.__dict__[self.name]
-        deadline = transactions.deadline()
-        if deadline is None:
-            return seconds
-        left = deadline - time.monotonic()
-        if seconds is not None and seconds <= left:
-            return seconds
-        return max(LEAST_WAIT, math.ceil(left * 10) / 10)
-
-    def __set__(self, connection, seconds):
-        connection.__dict__[self.name] = seconds
-
-
-PREFERRED_TLS = []  # the one context of PyMySQL's default TLS, once made (BoundedConnection)
-
-
-class BoundedConnection(pymysql.connections.Connection):
-    """PyMySQL's connection, whose connect, read and write timeouts (the attributes it reads before
-    each connect, read and write) are cut to what the request has left to wait on the database, and
-    whose results are read with less work per value (database.results)."""
-
-    connect_timeout = _CutToTheRequest()
-    _read_timeout = _CutToTheRequest()
-    _write_timeout = _CutToTheRequest()
-
-    def __init__(self, *args, **kwargs):
-        self.known_columns = {}  # column definitions met, by their bytes (database.results)
-        super().__init__(*args, **kwargs)
-
-    def _create_ssl_ctx(self, sslp):
-        """PyMySQL's TLS context. Its default, TLS when the server offers it and no certificate
-        checked ({}), built a new context for every connection, loading the system's CA certificates
-        into it for nothing: some 50 ms of CPU a connection. That context is the same every time, so
-        one is made and shared (an SSLContext serves any number of connections and threads)."""
-        if sslp != {}:
-            return super()._create_ssl_ctx(sslp)
-        if not PREFERRED_TLS:
-            PREFERRED_TLS.append(super()._create_ssl_ctx(sslp))
-        return PREFERRED_TLS[0]
-
-    def _read_query_result(self, unbuffered=False):  # PyMySQL's, with results.Result
-        if unbuffered:
-            return super()._read_query_result(unbuffered)
-        self._result = None
-        result = results.Result(self)
-        result.read()
-        self._result = result
-        if result.server_status is not None:
-            self.server_status = result.server_status
-        return result.affected_rows
-
-    # No command since a COMMIT or ROLLBACK that succeeded, so no transaction is open: the pool's
-    # ROLLBACK when a connection goes back after a write committed is then skipped, a round trip
-    # of every write request.
-    ended = False
-
-    def _execute_command(self, command, sql):  # every command PyMySQL sends goes through here
-        self.ended = False
-        return super()._execute_command(command, sql)
-
-    def commit(self):
-        super().commit()
-        self.ended = True
-
-    def rollback(self):
-        if not self.ended:
-            super().rollback()
-            self.ended = True
-
-
 def _bounded_by_the_request(engine):
     if engine.dialect.driver == "pymysql":
         event.listen(
-            engine, "do_connect", lambda dialect, record, args, kwargs: BoundedConnection(*args, **kwargs)
+            engine,
+            "do_connect",
+            lambda dialect, record, args, kwargs: pymysql_seam.BoundedConnection(*args, **kwargs),
         )
 
 
@@ -226,7 +138,7 @@ def _checked_at_checkout(engine, losses):
         info = record.info
         if info.get("made_at", -math.inf) <= losses[0]:
             raise sa.exc.DisconnectionError("made before a connection was lost")
-        if _closed_by_the_server(dbapi_connection):
+        if pymysql_seam.closed_by_the_server(dbapi_connection):
             raise sa.exc.DisconnectionError("closed by the server")
         if time.monotonic() - info.get("idle_since", math.inf) <= IDLE:
             return  # used a moment ago, or never checked in: made just now
@@ -237,20 +149,6 @@ def _checked_at_checkout(engine, losses):
                 losses[0] = time.monotonic()
                 raise sa.exc.DisconnectionError("lost while idle") from exc
             raise
-
-
-def _closed_by_the_server(dbapi_connection):
-    """Whether a PyMySQL connection between commands has something to read: the end of the stream
-    of a connection the server closed, or the error it sent before closing it. (A TLS connection's
-    socket may hold records of TLS's own: it is not looked at.)"""
-    sock = getattr(dbapi_connection, "_sock", None)
-    if sock is None:
-        return True
-    if isinstance(sock, ssl.SSLSocket):
-        return False
-    poller = select.poll()
-    poller.register(sock, select.POLLIN)
-    return bool(poller.poll(0))
 
 
 def _disposed_with(engine, main):

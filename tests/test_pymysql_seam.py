@@ -1,13 +1,62 @@
-"""A MySQL connection goes back to the pool after a commit without a ROLLBACK (a round trip of
-every write request), and with one whenever a transaction may be open."""
+"""The seam to PyMySQL (database/pymysql_seam.py): each private attribute it relies on is still
+there, as it was, in the PyMySQL installed (a test that fails names the one that changed); its
+results read as PyMySQL's own; a MySQL connection goes back to the pool after a commit without a
+ROLLBACK (a round trip of every write request), and with one whenever a transaction may be open;
+PyMySQL's default TLS context is made once."""
 
+import inspect
 import ssl
 
 import pymysql
 import pytest
+from pymysql.connections import Connection, MySQLResult
 from sqlalchemy.engine import make_url
 
-from database.connections import BoundedConnection
+from database.pymysql_seam import RELIES_ON, BoundedConnection
+
+CLASSES = {"Connection": Connection, "MySQLResult": MySQLResult}
+# The parameters of the methods the seam overrides, as it calls them through super().
+SIGNATURES = {
+    "_create_ssl_ctx": ["self", "sslp"],
+    "_read_query_result": ["self", "unbuffered"],
+    "_execute_command": ["self", "command", "sql"],
+    "_read_bytes": ["self", "num_bytes"],
+    "_force_close": ["self"],
+    "_get_descriptions": ["self"],
+    "_read_rowdata_packet": ["self"],
+    "_check_packet_is_eof": ["self", "packet"],
+    "read": ["self"],
+}
+
+
+@pytest.mark.parametrize(
+    ("owner", "name"), [(owner, name) for owner, used in RELIES_ON.items() for name in used["methods"]]
+)
+def test_pymysql_still_has_each_method_the_seam_uses(owner, name):
+    method = getattr(CLASSES[owner], name, None)
+    assert callable(method), f"PyMySQL's {owner}.{name} is gone: database/pymysql_seam.py relies on it"
+    wanted = SIGNATURES[name]
+    found = list(inspect.signature(method).parameters)
+    assert found == wanted, f"PyMySQL's {owner}.{name} now takes {found}, not {wanted}"
+
+
+@pytest.mark.mysql
+@pytest.mark.parametrize("backend", ["mysql"])
+def test_pymysql_still_sets_each_attribute_the_seam_uses(database_url):
+    url = make_url(database_url)
+    options = {"host": url.host, "port": url.port, "user": url.username, "database": url.database}
+    connection = pymysql.connect(**options)
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        found = {"Connection": connection, "MySQLResult": connection._result}
+        for owner, used in RELIES_ON.items():
+            for name in used["attributes"]:
+                assert hasattr(found[owner], name), (
+                    f"PyMySQL's {owner} has no {name} now: the seam relies on it"
+                )
+    finally:
+        connection.close()
 
 
 def rollbacks(connection):
@@ -78,7 +127,7 @@ VALUES = [
 @pytest.mark.parametrize("backend", ["mysql"])
 def test_results_read_as_pymysql_reads_them(database_url):
     """Every type's values, NULLs, and the lengths that take 1, 3 and 4 bytes to say: the rows and
-    descriptions a BoundedConnection reads (database.results), the second time from the column
+    descriptions a BoundedConnection reads (database.pymysql_seam), the second time from the column
     definitions it kept, are PyMySQL's own, and so is an error that comes after some of the rows."""
     url = make_url(database_url)
     options = {"host": url.host, "port": url.port, "user": url.username, "database": url.database,

@@ -1,23 +1,160 @@
-"""PyMySQL's result sets, read with less work per value (database.connections.BoundedConnection
-reads its results with `Result`). PyMySQL makes a packet object of each row and reads each value
-with three method calls, and parses every column's definition again for every result. Here a row's
-bytes are read in one loop, and a connection keeps the column definitions it has met, by their
-bytes: a read of one row by key is mostly its column definitions, a 50-row list mostly its rows.
-Values, types, descriptions and errors are PyMySQL's own: the same converters, the same exceptions.
-Unbuffered results (SSCursor) stay PyMySQL's."""
+"""The seam to PyMySQL: everything minibase takes from it beyond the DB-API, here and nowhere else,
+each private attribute named in RELIES_ON (tests/test_pymysql_seam.py fails, naming it, when a new
+PyMySQL changes one; requirements.txt pins the version tested).
+
+- BoundedConnection: PyMySQL's connection, its timeouts cut to what the request has left to wait,
+  its default TLS context made once, its results read by Result, and the ROLLBACK of a connection
+  that has nothing to undo skipped.
+- Result: PyMySQL's result sets, read with less work per value. PyMySQL makes a packet object of
+  each row and reads each value with three method calls, and parses every column's definition again
+  for every result. Here a row's bytes are read in one loop, and a connection keeps the column
+  definitions it has met, by their bytes: a read of one row by key is mostly its column
+  definitions, a 50-row list mostly its rows. Values, types, descriptions and errors are PyMySQL's
+  own: the same converters, the same exceptions. Unbuffered results (SSCursor) stay PyMySQL's.
+- closed_by_the_server: whether an idle connection's socket says the server closed it."""
 
 import errno
+import math
+import select
+import ssl
+import time
 
+import pymysql
 from pymysql import converters, err
 from pymysql.connections import MAX_PACKET_LEN, TEXT_TYPES, MySQLResult
 from pymysql.constants import CR, FIELD_TYPE
 from pymysql.protocol import FieldDescriptorPacket, MysqlPacket
+
+from database import transactions
+
+# What is used of PyMySQL that it does not document, by the class that has it: methods overridden
+# or called, and attributes read or set (those of a connection exist once it is connected).
+RELIES_ON = {
+    "Connection": {
+        "methods": ("_read_bytes", "_force_close", "_create_ssl_ctx", "_read_query_result",
+                    "_execute_command"),
+        "attributes": ("_rfile", "_next_seq_id", "_sock", "_result", "_read_timeout", "_write_timeout",
+                       "connect_timeout", "encoding", "server_status"),
+    },
+    "MySQLResult": {
+        "methods": ("read", "_get_descriptions", "_read_rowdata_packet", "_check_packet_is_eof"),
+        "attributes": ("connection", "field_count", "server_status", "affected_rows", "fields",
+                       "converters", "description"),
+    },
+}  # fmt: skip
 
 # Column definitions a connection keeps; past that many it forgets them all and starts again.
 KNOWN_COLUMNS = 1000
 
 NULL, TWO_BYTES, THREE_BYTES = 251, 252, 253  # a length-coded value's first byte (254: eight bytes)
 EOF, ERROR = 0xFE, 0xFF  # a packet's first byte
+
+
+# --- the connection
+
+
+# The shortest a socket timeout is cut to: a timeout of 0 would make the socket non-blocking. Past the
+# request's time, what it still sends (the rollback that ends it) fails this fast on a frozen server.
+LEAST_WAIT = 0.05
+
+
+class _CutToTheRequest:
+    """A timeout attribute of a PyMySQL connection that reads as the value it was given (None: no
+    limit), or what the request has left to wait on the database if less, rounded up to a tenth of
+    a second so that a run of statements sets the socket timeout once. PyMySQL reads it for every
+    packet, a 50-row result's 58 times: it is worked out inline, without a call."""
+
+    def __set_name__(self, owner, name):
+        self.name = "_given" + name
+
+    def __get__(self, connection, owner=None):
+        if connection is None:
+            return self
+        seconds = connection.__dict__[self.name]
+        deadline = transactions.deadline()
+        if deadline is None:
+            return seconds
+        left = deadline - time.monotonic()
+        if seconds is not None and seconds <= left:
+            return seconds
+        return max(LEAST_WAIT, math.ceil(left * 10) / 10)
+
+    def __set__(self, connection, seconds):
+        connection.__dict__[self.name] = seconds
+
+
+PREFERRED_TLS = []  # the one context of PyMySQL's default TLS, once made (BoundedConnection)
+
+
+class BoundedConnection(pymysql.connections.Connection):
+    """PyMySQL's connection, whose connect, read and write timeouts (the attributes it reads before
+    each connect, read and write) are cut to what the request has left to wait on the database, and
+    whose results are read with less work per value (Result)."""
+
+    connect_timeout = _CutToTheRequest()
+    _read_timeout = _CutToTheRequest()
+    _write_timeout = _CutToTheRequest()
+
+    def __init__(self, *args, **kwargs):
+        self.known_columns = {}  # column definitions met, by their bytes (Result)
+        super().__init__(*args, **kwargs)
+
+    def _create_ssl_ctx(self, sslp):
+        """PyMySQL's TLS context. Its default, TLS when the server offers it and no certificate
+        checked ({}), built a new context for every connection, loading the system's CA certificates
+        into it for nothing: some 50 ms of CPU a connection. That context is the same every time, so
+        one is made and shared (an SSLContext serves any number of connections and threads)."""
+        if sslp != {}:
+            return super()._create_ssl_ctx(sslp)
+        if not PREFERRED_TLS:
+            PREFERRED_TLS.append(super()._create_ssl_ctx(sslp))
+        return PREFERRED_TLS[0]
+
+    def _read_query_result(self, unbuffered=False):  # PyMySQL's, with Result
+        if unbuffered:
+            return super()._read_query_result(unbuffered)
+        self._result = None
+        result = Result(self)
+        result.read()
+        self._result = result
+        if result.server_status is not None:
+            self.server_status = result.server_status
+        return result.affected_rows
+
+    # No command since a COMMIT or ROLLBACK that succeeded, so no transaction is open: the pool's
+    # ROLLBACK when a connection goes back after a write committed is then skipped, a round trip
+    # of every write request.
+    ended = False
+
+    def _execute_command(self, command, sql):  # every command PyMySQL sends goes through here
+        self.ended = False
+        return super()._execute_command(command, sql)
+
+    def commit(self):
+        super().commit()
+        self.ended = True
+
+    def rollback(self):
+        if not self.ended:
+            super().rollback()
+            self.ended = True
+
+
+def closed_by_the_server(dbapi_connection):
+    """Whether a PyMySQL connection between commands has something to read: the end of the stream
+    of a connection the server closed, or the error it sent before closing it. (A TLS connection's
+    socket may hold records of TLS's own: it is not looked at.)"""
+    sock = getattr(dbapi_connection, "_sock", None)
+    if sock is None:
+        return True
+    if isinstance(sock, ssl.SSLSocket):
+        return False
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    return bool(poller.poll(0))
+
+
+# --- its results
 
 
 class Result(MySQLResult):
