@@ -1,48 +1,49 @@
 """Serving with Realtime on (REALTIME, the default under `python wsgi.py`): waitress cannot hold a
-WebSocket, so uvicorn serves the port. Its websockets protocol (the `websockets` library) carries
-/realtime/v1/websocket to the Realtime server (realtime/sessions.py); every other request goes to
-the Flask app unchanged, on a pool of threads (Threads), as waitress runs it.
+WebSocket, so uvicorn serves the port (runtime/uvicorn_seam.py, the one module that knows uvicorn).
+Its websockets protocol (the `websockets` library) carries /realtime/v1/websocket to the Realtime
+server (live/sessions.py); every other request goes to the Flask app unchanged, its body read first
+(read_body), on a pool of threads (Threads), as waitress runs it.
 
 SIGTERM or SIGINT: every socket is closed with 1001 (going away), then uvicorn stops accepting,
 lets the requests in flight finish (up to DRAIN_SECONDS) and returns."""
 
 import asyncio
 import collections
-import contextlib
 import contextvars
 import io
 import json
 import logging
-import os
 import signal
 import tempfile
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 
-import uvicorn
 from a2wsgi.wsgi import build_environ
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
-from werkzeug.exceptions import BadRequest, RequestHeaderFieldsTooLarge
+from werkzeug.exceptions import ServiceUnavailable
 from werkzeug.wsgi import FileWrapper
 
 from live import sessions
 from runtime import server as waitress_server
+from runtime import uvicorn_seam
+from runtime.uvicorn_seam import ZERO_COPY
 from storage import files
 
 log = logging.getLogger("minibase")
-CLOSE_SECONDS = 3  # how long the sockets have to take their 1001 before the listener closes
 MAX_SOCKETS = 10000  # open files the process asks for: thousands of idle sockets are the use
-MAX_HEADER_BYTES = 256 * 1024  # a request's line and headers, as waitress's limit
 SPOOL_BYTES = 512 * 1024  # a request body past this is kept in a temporary file (waitress's inbuf_overflow)
 BATCH = 1024 * 1024  # a storage body's bytes handed to the spooling thread at a time (Spooling)
 AHEAD = 4  # batches the loop may receive ahead of that thread
 BODY = "minibase.body"  # the scope's key for the request's body, read whole (read_body)
+# Requests that may wait for a thread, past those running; waitress's queue is bounded by its 1,000
+# connections (server.CONNECTION_LIMIT), uvicorn's would be by its 9,000 (uvicorn_seam), too many.
+QUEUE_LIMIT = 1000
+BUSY = ServiceUnavailable(
+    "The server is busy: too many requests are waiting. Try again shortly.", retry_after=1
+)
 
 
 FILE_BLOCK = 256 * 1024  # a download's bytes per hand-over from the app's thread to the event loop
 WHOLE_BYTES = 256 * 1024  # a response up to this long (its Content-Length) is sent in one hand-over
-ZERO_COPY = "http.response.zerocopysend"  # ASGI's extension: a file sent with sendfile(2) (Cycle)
 
 
 class SentFile(FileWrapper):
@@ -69,15 +70,25 @@ class Threads:
     (a range of a file, a streamed export) is sent as it is produced, a block a hand-over, the
     headers with the first block."""
 
-    def __init__(self, app, threads):
+    def __init__(self, app, threads, queue=QUEUE_LIMIT):
         self.app = app
         self.executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="WSGI")
+        self.bound = threads + queue  # requests running or waiting for a thread
+        self.admitted = 0  # counted on the event loop's thread alone: no lock
+
+    def full(self):
+        """Whether `queue` requests wait for a thread already: the next is refused, not queued."""
+        return self.admitted >= self.bound
 
     async def __call__(self, scope, body, send):
         loop = asyncio.get_running_loop()
         environ = build_environ(scope, body)
         run = contextvars.copy_context().run
-        whole = await loop.run_in_executor(self.executor, run, self.respond, environ, loop, send)
+        self.admitted += 1
+        try:
+            whole = await loop.run_in_executor(self.executor, run, self.respond, environ, loop, send)
+        finally:
+            self.admitted -= 1
         if whole is not None:
             start, content = whole
             await send(start)
@@ -165,9 +176,10 @@ def _body(content, more):
     return {"type": "http.response.body", "body": content, "more_body": more}
 
 
-def application(app, realtime, threads):
+def application(app, realtime, threads, queue=QUEUE_LIMIT):
     """The ASGI application: the socket path to `realtime`, the rest to the Flask `app`, each request
-    with its body already read whole (read_body)."""
+    with its body already read whole (read_body), on `threads` threads; a request that finds `queue`
+    others waiting for one is answered 503 at once (Retry-After: 1) and its connection closed."""
 
     def with_body(environ, start_response):
         body, length = environ["asgi.scope"][BODY]
@@ -178,7 +190,7 @@ def application(app, realtime, threads):
         environ["wsgi.file_wrapper"] = SentFile
         return app(environ, start_response)
 
-    flask = Threads(with_body, threads)
+    flask = Threads(with_body, threads, queue)
     limits = waitress_server.limits_of(app)
     staging = files.staging_directory(app.config["STORAGE_ROOT"])
     spooler = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spool")  # Spooling: in order
@@ -186,6 +198,8 @@ def application(app, realtime, threads):
     async def serve(scope, receive, send):
         kind = scope["type"]
         if kind == "http":
+            if flask.full():
+                return await refuse(app, BUSY, scope, send)
             body = await read_body(app, limits, scope, receive, send, staging, spooler)
             if body is None:
                 return None  # refused, or the client is gone
@@ -342,259 +356,17 @@ async def refuse(app, error, scope, send):
     await send({"type": "http.response.body", "body": body})
 
 
-def _answered_upgrades(record):
-    """uvicorn calls an upgrade answered with an HTTP error (a missing API key: the 401) a handshake
-    never completed, at ERROR; it was answered as meant."""
-    return not str(record.msg).startswith("ASGI callable returned without completing handshake")
-
-
-class Server(uvicorn.Server):
-    """uvicorn with our stop flag instead of its own signal handling, and the sockets closed with
-    1001 before it closes connections itself (with 1012)."""
-
-    def __init__(self, config, realtime, stop):
-        super().__init__(config)
-        self.realtime, self.stop = realtime, stop
-
-    @contextlib.contextmanager
-    def capture_signals(self):
-        yield  # serve() installs the handlers, and nothing is raised again after the drain
-
-    async def on_tick(self, counter):
-        if self.stop.is_set():
-            log.info(
-                "stopping: sockets closed with 1001, no new connections, finishing the requests in flight"
-            )
-            await self.realtime.stop()
-            deadline = time.monotonic() + CLOSE_SECONDS
-            while self.realtime.hub.connections and time.monotonic() < deadline:
-                await asyncio.sleep(0.05)
-            return True
-        return await super().on_tick(counter)
-
-
-class Cycle(RequestResponseCycle):
-    """uvicorn's request and its answer, with ASGI's zero-copy send (ZERO_COPY): the file's bytes go
-    from the page cache to the socket by the kernel (loop.sendfile), never read into Python nor
-    copied through the transport's buffer, which cost a 1 MB download more CPU than all the rest
-    of its request."""
-
-    async def send(self, message):
-        if message["type"] != ZERO_COPY:
-            return await super().send(message)
-        if self.flow.write_paused and not self.disconnected:
-            await self.flow.drain()
-        if self.disconnected:
-            return
-        count = message["count"]
-        if not self.response_started or self.response_complete or self.chunked_encoding:
-            raise RuntimeError(f"Unexpected ASGI message '{ZERO_COPY}' here")
-        if count > self.expected_content_length:
-            raise RuntimeError("Response content longer than Content-Length")
-        file, offset = message["file"], message.get("offset", 0)
-        try:
-            sent = self.send_at_once(file, offset, count)
-            if sent < count:
-                loop = asyncio.get_running_loop()
-                sent += await loop.sendfile(self.transport, file, offset + sent, count - sent)
-        except OSError:  # the client hung up (a reset, a broken pipe)
-            return self.gone()
-        except RuntimeError:
-            if self.transport.is_closing():  # closed before the file could be sent
-                return self.gone()
-            raise
-        self.expected_content_length -= sent  # a file shorter than said fails the check below
-        await super().send(_body(b"", more=message.get("more_body", False)))
-
-    def send_at_once(self, file, offset, count):
-        """What the socket takes of the file at once, with nothing queued before it on a plain TCP
-        transport: loop.sendfile pauses reading, waits for the transport's buffer and resumes
-        reading even when one call sends it all, which cost more than the send."""
-        transport = self.transport
-        if transport.get_write_buffer_size() or transport.get_extra_info("sslcontext") is not None:
-            return 0
-        try:
-            return os.sendfile(transport.get_extra_info("socket").fileno(), file.fileno(), offset, count)
-        except BlockingIOError:
-            return 0
-
-    def gone(self):
-        self.disconnected = True
-        self.transport.close()
-
-
-class Protocol(HttpToolsProtocol):
-    """uvicorn's HTTP/1.1 (httptools), bounded as server.py bounds waitress: a request's line and
-    headers must be in within HEADER_SECONDS (of the connection's opening for its first request,
-    of its first byte for the next ones) and within MAX_HEADER_BYTES, or the connection is closed;
-    uvicorn had neither limit, so a client trickling its headers, or one that opens a connection
-    and sends nothing, held it for ever. A request it cannot parse is answered by the app in the
-    API's JSON error body (server.refusal), not in uvicorn's text/plain. A request's body must keep
-    coming: nothing of it for CHANNEL_TIMEOUT and the connection is closed, as waitress closes one
-    silent that long (read_body reads it in the loop, so no thread waits on it). `flask` is the app."""
-
-    flask = None
-    head_timer = None
-    head = b""  # the first bytes of the request being received, to find its path if refused
-    head_bytes = 0  # what has come of the line and headers (and maybe a body's start) so far
-    head_size = 0  # the line's and headers' own size, as parsed
-    refused = False
-    body_timer = None  # while a request's body is arriving: closes the connection once it stalls
-    body_at = 0.0  # loop.time() of the body's last byte (or of its headers' end)
-
-    def connection_made(self, transport):
-        super().connection_made(transport)
-        self.arm()
-
-    def _start_asgi_task(self, cycle, app):
-        # uvicorn makes its RequestResponseCycle by name: the request's own is made a Cycle here,
-        # before its task runs, and its scope says that it offers ZERO_COPY.
-        cycle.__class__ = Cycle
-        cycle.scope.setdefault("extensions", {})[ZERO_COPY] = {}
-        super()._start_asgi_task(cycle, app)
-
-    def connection_lost(self, exc):
-        self.disarm()
-        self.body_done()
-        super().connection_lost(exc)
-
-    def arm(self):
-        if self.head_timer is None:
-            self.head, self.head_bytes, self.head_size = b"", 0, 0
-            self.head_timer = self.loop.call_later(waitress_server.HEADER_SECONDS, self.head_late)
-
-    def disarm(self):
-        if self.head_timer is not None:
-            self.head_timer.cancel()
-            self.head_timer = None
-
-    def head_late(self):
-        self.head_timer = None
-        if not self.transport.is_closing():
-            self.transport.close()
-
-    def data_received(self, data):
-        if self.refused:
-            return
-        receiving_head = self.head_timer is not None
-        if receiving_head:
-            self.head += data[: waitress_server.REQUEST_LINE_BYTES - len(self.head)]
-            self.head_bytes += len(data)
-        super().data_received(data)
-        if receiving_head and self.head_timer is not None and self.head_bytes > MAX_HEADER_BYTES:
-            self.too_large()  # and still not all in
-
-    def too_large(self):
-        self.disarm()
-        self.refused = True
-        self.refuse(
-            RequestHeaderFieldsTooLarge(f"The request's headers exceed the limit of {MAX_HEADER_BYTES} bytes")
-        )
-
-    def on_message_begin(self):
-        super().on_message_begin()
-        self.arm()
-
-    def on_url(self, url):
-        self.head_size += len(url)
-        super().on_url(url)
-
-    def on_header(self, name, value):
-        self.head_size += len(name) + len(value) + 4
-        super().on_header(name, value)
-
-    def on_headers_complete(self):
-        self.disarm()
-        if self.head_size > MAX_HEADER_BYTES:
-            return self.too_large()
-        super().on_headers_complete()
-        if not (self.parser.should_upgrade() and self._should_upgrade()):
-            self.body_at = self.loop.time()
-            self.body_timer = self.loop.call_at(
-                self.body_at + waitress_server.CHANNEL_TIMEOUT, self.body_late
-            )
-
-    def body_late(self):
-        self.body_timer = None
-        if self.transport.is_closing():
-            return
-        now = self.loop.time()
-        if self.flow.read_paused:  # the app is not taking the body yet (a request pipelined behind)
-            self.body_at = now
-        if now < self.body_at + waitress_server.CHANNEL_TIMEOUT:
-            self.body_timer = self.loop.call_at(
-                self.body_at + waitress_server.CHANNEL_TIMEOUT, self.body_late
-            )
-        else:
-            self.transport.close()  # read_body sees the client gone; no thread was ever given it
-
-    def on_body(self, body):
-        if not self.refused:
-            self.body_at = self.loop.time()
-            super().on_body(body)
-
-    def on_message_complete(self):
-        self.body_done()
-        if not self.refused:
-            super().on_message_complete()
-
-    def body_done(self):
-        if self.body_timer is not None:
-            self.body_timer.cancel()
-            self.body_timer = None
-
-    def send_400_response(self, msg):
-        self.disarm()
-        self.refuse(BadRequest(f"Malformed HTTP request: {msg}"))
-
-    def refuse(self, error):
-        method, path = waitress_server.requested(self.head)
-        shaping = [
-            (name.decode("latin-1"), value.decode("latin-1"))
-            for name, value in self.headers or ()
-            if name.decode("latin-1").upper().replace("-", "_") in waitress_server.SHAPING_HEADERS
-        ]
-        status, headers, body = waitress_server.refusal(self.flask, error, method, path, shaping)
-        head = [f"HTTP/1.1 {status}", *(f"{name}: {value}" for name, value in headers), "connection: close"]
-        self.transport.write("\r\n".join(head).encode("latin-1") + b"\r\n\r\n" + body)
-        self.transport.close()
-
-
-def make_server(app, realtime, host, port, threads, stop, sockets=None):
+def make_server(app, realtime, host, port, threads, stop, sockets=None, queue=QUEUE_LIMIT):
+    """uvicorn (runtime/uvicorn_seam.py) serving `app` and `realtime` until `stop` is set."""
     waitress_server._allow_open_files(MAX_SOCKETS)
-    # uvicorn logs each socket's request line, ?apikey= and all, at INFO: a service_role key would be
-    # in the log. The app logs its own requests without keys (runtime/logs.py).
-    logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
-    logging.getLogger("uvicorn.error").addFilter(_answered_upgrades)
     app.config["REALTIME_SERVED"] = True  # a plain GET of the socket's path is then a 400, not a 501
-    config = uvicorn.Config(
-        application(app, realtime, threads),
-        host=host or "127.0.0.1",
-        port=port or 0,
-        loop="asyncio",
-        http=type("Protocol", (Protocol,), {"flask": app}),
-        ws="websockets-sansio",
-        ws_max_size=app.config["REALTIME_MAX_MESSAGE"],
-        ws_per_message_deflate=False,  # a compressor per socket costs memory; the frames are small
-        lifespan="on",
-        log_config=None,  # minibase's own logging stays as it is
-        access_log=False,  # the app logs every request itself
-        proxy_headers=False,  # X-Forwarded-For is the app's to believe (TRUSTED_PROXIES), not the server's
-        server_header=False,
-        timeout_keep_alive=waitress_server.CHANNEL_TIMEOUT,
-        timeout_graceful_shutdown=waitress_server.DRAIN_SECONDS,
-        backlog=1024,
-    )
-    running = Server(config, realtime, stop)
-    running.sockets = sockets
-    return running
+    served = application(app, realtime, threads, queue)
+    return uvicorn_seam.make_server(served, app, realtime, host, port, stop, sockets)
 
 
 def serve(running):
     """Run `running` (make_server) until its stop flag is set; True when it ran and stopped cleanly."""
-    asyncio.run(running.serve(sockets=running.sockets))
-    log.info("stopped")
-    return running.started
+    return uvicorn_seam.run(running)
 
 
 def stop_on_signals():

@@ -101,7 +101,7 @@ class Refusal(WSGITask):
 
 def refusal(app, error, method, path, headers):
     """The app's answer to a request a server refused with the HTTP `error` (one of werkzeug's), for
-    a server that writes the answer itself (asgi.Protocol): (status line, headers, body)."""
+    a server that writes the answer itself (uvicorn_seam.Protocol): (status line, headers, body)."""
     environ = EnvironBuilder(path=path, method=method, headers=headers).get_environ()
     environ[REFUSED_BY_SERVER] = error
     answer = {}

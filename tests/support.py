@@ -189,9 +189,9 @@ def serve_as_wsgi_py(app, threads=8):
     return running.effective_port, stopped
 
 
-def serve_with_realtime(app, threads=8):
+def serve_with_realtime(app, threads=8, **options):
     """`app` as `python wsgi.py` serves it with Realtime on (runtime.asgi: uvicorn), on a free port:
-    (the port, a function that stops it)."""
+    (the port, a function that stops it). `options`: asgi.make_server's (queue)."""
     import threading
 
     from live.sessions import Realtime
@@ -199,7 +199,7 @@ def serve_with_realtime(app, threads=8):
 
     listener = workers.listen("127.0.0.1", 0)
     stop = threading.Event()
-    running = asgi.make_server(app, Realtime(app), None, None, threads, stop, [listener])
+    running = asgi.make_server(app, Realtime(app), None, None, threads, stop, [listener], **options)
     thread = threading.Thread(target=asgi.serve, args=(running,), daemon=True)
     thread.start()
     eventually(lambda: running.started, 10, 0.02, "uvicorn started")

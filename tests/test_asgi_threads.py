@@ -5,10 +5,13 @@ is produced when it is not."""
 import asyncio
 import contextvars
 import threading
+import time
 
 import pytest
+import requests
 
 from runtime import asgi
+from support import serve_with_realtime
 
 SCOPE = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "scheme": "http",
          "query_string": b"", "root_path": "", "client": ("127.0.0.1", 4000),
@@ -154,3 +157,45 @@ def test_an_error_after_the_headers_went_out_ends_the_request_with_it():
 
     with pytest.raises(ValueError, match="broken half-way"):
         call(threads_serving(failing))
+
+
+def test_requests_past_the_queue_are_answered_503_at_once(make_app):
+    """Under uvicorn, as waitress's connection limit bounds its queue: with the one thread busy and
+    no room to wait (queue=0), the next request is answered 503 at once in the API's JSON with
+    Retry-After, and its connection closed; once the thread is free, requests are served again."""
+    app = make_app()
+    entered, release = threading.Event(), threading.Event()
+
+    @app.get("/test/hold")
+    def hold():
+        entered.set()
+        release.wait(timeout=30)
+        return {"held": True}
+
+    port, stop = serve_with_realtime(app, threads=1, queue=0)
+    base = f"http://127.0.0.1:{port}"
+    held = []
+    holding = threading.Thread(target=lambda: held.append(requests.get(f"{base}/test/hold", timeout=30)))
+    try:
+        holding.start()
+        assert entered.wait(timeout=30)
+        started = time.monotonic()
+        refused = requests.get(f"{base}/health", timeout=30)
+        assert time.monotonic() - started < 5  # answered, not queued behind the held request
+        assert refused.status_code == 503 and refused.headers["Retry-After"] == "1"
+        assert refused.headers["Connection"] == "close" and "busy" in refused.json()["message"]
+        release.set()
+        holding.join(timeout=30)
+        assert held[0].status_code == 200 and held[0].json() == {"held": True}
+        assert requests.get(f"{base}/health", timeout=30).status_code == 200
+    finally:
+        release.set()
+        stop()
+
+
+def test_the_queue_bound_counts_the_running_and_the_waiting():
+    pool = asgi.Threads(lambda environ, start_response: [], threads=2, queue=3)
+    pool.admitted = 4
+    assert not pool.full()
+    pool.admitted = 5
+    assert pool.full()

@@ -1,5 +1,5 @@
 """Downloads on a real socket, as `python wsgi.py` serves them: under uvicorn (Realtime on), where
-the loop sends a whole file with sendfile(2) (runtime.asgi.Cycle), and under waitress. Every byte,
+the loop sends a whole file with sendfile(2) (runtime.uvicorn_seam.Cycle), and under waitress. Every byte,
 the headers, ranges and 304s, connections kept alive across downloads, and clients that hang up
 halfway through one. And an upload's bytes and md5, hashed on a thread beside the copy."""
 
