@@ -13,6 +13,7 @@ import config
 import tables_toml
 from auth import mail, signing_keys
 from blueprints import gateway, responses
+from blueprints.request import Request
 from database import connections, migration_lock, transactions
 from extensions import Minibase, cors, db, limiter, migrate
 from live import topics
@@ -51,6 +52,7 @@ class Service(Flask):
     (about 5% of a small request's time, for six calls); here each is asked once."""
 
     KNOWN = 4096  # functions remembered; past that, asked each time as Flask does
+    request_class = Request  # Flask's, and how an upload's body arrives (blueprints/request.py)
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

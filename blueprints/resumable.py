@@ -17,7 +17,7 @@ from werkzeug.http import http_date
 
 from blueprints import responses
 from blueprints.gateway import identity
-from blueprints.storage import body_stream, cache_control, parse_metadata, signer
+from blueprints.storage import cache_control, parse_metadata, signer
 from config import setting
 from errors import APIError, Storage, invalid_request, storage_error
 from storage import buckets, media_types, objects, resumable, signing
@@ -104,7 +104,8 @@ def begin(creation, who, endpoint):
     headers = {"Location": url_for(endpoint, upload_id=created.upload_id, _external=True)}
     headers.update(expiry(created))
     if with_data or creation.length == 0:  # an empty file is whole once begun
-        progress = resumable.append(created.upload_id, who, 0, body_stream(), request.content_length)
+        body = request.upload_stream()
+        progress = resumable.append(created.upload_id, who, 0, body, request.content_length)
         headers["Upload-Offset"] = str(progress.received)
     return Response(status=201, headers=headers)
 
@@ -145,7 +146,7 @@ def receive_chunk(upload_id, caller):
     chunk_type()
     offset = header_number("Upload-Offset")
     request.max_content_length = setting("STORAGE_FILE_SIZE_LIMIT")
-    progress = resumable.append(upload_id, caller(), offset, body_stream(), request.content_length)
+    progress = resumable.append(upload_id, caller(), offset, request.upload_stream(), request.content_length)
     headers = {"Upload-Offset": str(progress.received), **expiry(progress)}
     if progress.done:
         headers["Tus-Complete"] = "1"

@@ -252,14 +252,8 @@ def upload_body():
         request.max_content_length = limit + MULTIPART_OVERHEAD
         # Each file of the form is parsed into a Spool in STORAGE_ROOT/.tmp, hashed on the way, which
         # the upload takes as it is (werkzeug's own temporary file was copied and hashed again).
-        staging, spools = files.staging_directory(), []
-
-        def spooled(*_args, **_kwargs):
-            spools.append(files.Spool(staging))
-            return spools[-1]
-
-        request._get_file_stream = spooled
-        g.form_spools = spools  # removed when the request ends (close_form_spools), parsed or not
+        # removed when the request ends (close_form_spools), parsed or not
+        g.form_spools = request.spool_form_files(files.staging_directory())
         part = next(iter(request.files.values()), None)
         if part is None:
             raise invalid_request("No content provided")
@@ -270,7 +264,7 @@ def upload_body():
     request.max_content_length = limit
     metadata = parse_metadata(request.headers.get("x-metadata"), encoded=True)
     return objects.Upload(
-        body_stream(),
+        request.upload_stream(),  # counted against the limit by the upload, either way
         media_types.of_request(request.headers.get("Content-Type")),
         cache_control(request.headers.get("cache-control")),
         metadata,
@@ -284,14 +278,6 @@ def close_form_spools(_error):
     without closing it: left open, its Spool's file would stay in STORAGE_ROOT/.tmp."""
     for spool in g.pop("form_spools", ()):
         spool.close()
-
-
-def body_stream():
-    """The body to store, raw: the server's files.Spool itself when it received the body into one
-    (uvicorn), which an upload takes as its file with its md5; else the request's stream. Either way
-    the upload counts it against its limit."""
-    received = request.environ.get("wsgi.input")
-    return received if isinstance(received, files.Spool) else request.stream
 
 
 def cache_control(value):

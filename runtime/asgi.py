@@ -184,6 +184,8 @@ def application(app, realtime, threads, queue=QUEUE_LIMIT):
     def with_body(environ, start_response):
         body, length = environ["asgi.scope"][BODY]
         environ["wsgi.input"] = body
+        if isinstance(body, files.Spool):  # announced to the app, which takes it as the upload's file
+            environ[files.SPOOLED] = body
         if length is not None:  # a chunked body's length, once it is in, as waitress gives it
             environ["CONTENT_LENGTH"] = str(length)
             environ.pop("HTTP_TRANSFER_ENCODING", None)

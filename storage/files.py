@@ -23,6 +23,9 @@ CHUNK = 256 * 1024
 QUEUED = 4  # chunks an upload may hold in memory waiting for its md5 (Md5)
 INLINE = 8  # chunks (2 MB) of a body hashed without a thread (Md5)
 SPOOL_MEMORY = 512 * 1024  # a body a Spool keeps in memory; past this, in its file
+# The WSGI environ's key of the Spool a server received a request's body into (runtime/asgi.py):
+# the upload takes that file as it is, with its md5 (blueprints/request.py).
+SPOOLED = "minibase.spooled_body"
 
 log = logging.getLogger("minibase")
 
