@@ -311,3 +311,22 @@ def supabase_clients(base):
     finally:
         for http in opened:
             http.close()
+
+
+def run_async(coroutine):
+    """asyncio.run on a thread of its own: a browser test in the same worker (Playwright's sync
+    API) may have left an event loop running on this one, where asyncio.run refuses to start."""
+    outcome = {}
+
+    def target():
+        try:
+            outcome["value"] = asyncio.run(coroutine)
+        except BaseException as error:  # handed to the test's thread below
+            outcome["error"] = error
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]

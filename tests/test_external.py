@@ -652,7 +652,7 @@ def test_racing_first_sign_ins_of_one_provider_account_all_get_in_as_one_user(wo
 
 
 def test_before_user_created_vetoes_a_providers_first_sign_in(make_world, anon_key):
-    from test_hooks import HOOK_SECRET, HookServer
+    from hook_server import HOOK_SECRET, HookServer
 
     hook = HookServer()
     try:

@@ -4,6 +4,7 @@ one, in either serializer."""
 import json
 import time
 
+import requests
 from websockets.sync.client import connect
 
 
@@ -63,3 +64,19 @@ class Client:
 
     def close(self):
         self.ws.close()
+
+
+def change(client, timeout=15):
+    """The next postgres_changes message `client` gets: (its subscription ids, its data)."""
+    message = client.until("postgres_changes", timeout)
+    return message["payload"]["ids"], message["payload"]["data"]
+
+
+def sign_up(server, email):
+    """A user signed up on `server`: (their access token, their id)."""
+    body = {"email": email, "password": "secret-pw"}
+    session = requests.post(
+        f"{server.base}/auth/v1/signup", json=body, headers={"apikey": server.anon}, timeout=10
+    )
+    assert session.status_code == 200, session.text
+    return session.json()["access_token"], int(session.json()["user"]["id"])

@@ -10,7 +10,7 @@ import jwt
 import pytest
 import requests
 import sqlalchemy as sa
-from phoenix import Client
+from phoenix import Client, change, sign_up
 
 from auth import tokens
 from live import changelog
@@ -79,20 +79,6 @@ def database(database_url, backend):
 
 def changes(name, *wanted):
     return [{"event": event, "schema": "public", "table": table, **extra} for event, table, extra in wanted]
-
-
-def change(client, timeout=15):
-    message = client.until("postgres_changes", timeout)
-    return message["payload"]["ids"], message["payload"]["data"]
-
-
-def sign_up(server, email):
-    body = {"email": email, "password": "secret-pw"}
-    session = requests.post(
-        f"{server.base}/auth/v1/signup", json=body, headers={"apikey": server.anon}, timeout=10
-    )
-    assert session.status_code == 200, session.text
-    return session.json()["access_token"], int(session.json()["user"]["id"])
 
 
 def test_changes_from_every_writer_in_supabases_payload(start_server, database):

@@ -4,8 +4,7 @@ one statement; each subscriber must still get exactly the rows its own identity 
 
 import pytest
 import sqlalchemy as sa
-from phoenix import Client
-from test_changes import change, sign_up
+from phoenix import Client, change, sign_up
 
 TABLES = """
 [tables.posts]

@@ -9,7 +9,8 @@ import time
 import pytest
 import requests
 import websockets
-from test_realtime_sdks import run
+
+from support import run_async
 
 SOCKETS = 1000
 pytestmark = [pytest.mark.alone, pytest.mark.parametrize("backend", ["sqlite"], indirect=True)]
@@ -56,7 +57,7 @@ def test_health_and_a_broadcast_with_a_thousand_sockets_open(server):
         finally:
             await asyncio.gather(*(socket.close() for socket in sockets), return_exceptions=True)
 
-    health, answered_in, sent, heard_by = run(asyncio.wait_for(scenario(), 120))
+    health, answered_in, sent, heard_by = run_async(asyncio.wait_for(scenario(), 120))
     assert health.status_code == 200 and health.json() == {"status": "ok"}
     assert answered_in < 2, f"/health took {answered_in:.2f} s with {SOCKETS} sockets open"
     assert sent.status_code == 202

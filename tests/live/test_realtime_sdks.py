@@ -5,32 +5,14 @@ import asyncio
 import json
 import os
 import subprocess
-import threading
 
 import pytest
 import sqlalchemy as sa
 from realtime import AsyncRealtimeClient, RealtimeSubscribeStates
 
+from support import run_async
+
 pytestmark = pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
-
-
-def run(coroutine):
-    """asyncio.run on a thread of its own: a browser test in the same worker (Playwright's sync
-    API) may have left an event loop running on this one, where asyncio.run refuses to start."""
-    outcome = {}
-
-    def target():
-        try:
-            outcome["value"] = asyncio.run(coroutine)
-        except BaseException as error:  # handed to the test's thread below
-            outcome["error"] = error
-
-    thread = threading.Thread(target=target)
-    thread.start()
-    thread.join()
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["value"]
 
 
 @pytest.mark.parametrize("vsn", ["1.0.0", "2.0.0"])
@@ -83,7 +65,7 @@ def test_supabase_py_broadcast_and_presence(server):
         await bob.close()
         return heard, state
 
-    heard, state = run(asyncio.wait_for(scenario(), 30))
+    heard, state = run_async(asyncio.wait_for(scenario(), 30))
     assert heard == [{"from": "py"}]
     assert set(state) == {"ann"} and state["ann"][0]["online"] is True
 
@@ -181,6 +163,6 @@ def test_supabase_py_postgres_changes(changes_server):
         return seen
 
     changes_server_url = server.database_url
-    [payload] = run(asyncio.wait_for(scenario(), 30))
+    [payload] = run_async(asyncio.wait_for(scenario(), 30))
     data = payload["data"]
     assert data["type"] == "INSERT" and data["record"] == {"id": 1, "room": 7, "body": "from python"}
