@@ -66,7 +66,7 @@ class Channel:
         self.may_send = True  # a private channel's: whether its policy lets it broadcast
         self.may_track = True  # ... and track its presence
         self.who, self.token = who, token
-        self.subscriptions = []  # postgres changes: realtime.changes.Subscription
+        self.subscriptions = []  # postgres changes: live.changes.Subscription
         self.authorized = True  # False once its token expired or was revoked, until a fresh one
         self.presence_ref = None  # the ref of what this channel tracks, when it tracks
 

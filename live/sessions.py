@@ -22,7 +22,7 @@ CLOSE_SECONDS = 2  # how long a close frame may take to leave before the connect
 
 class Realtime:
     """The Realtime server of one process: the app whose settings, database and auth it uses, the
-    hub of its channels, and the capture of Postgres changes (realtime.changes)."""
+    hub of its channels, and the feed of Postgres changes (live/changes.py)."""
 
     def __init__(self, app):
         self.app = app
