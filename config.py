@@ -212,6 +212,9 @@ VARIABLES = {
     "S3_REGION": ("us-east-1", _text),
     "S3_ACCESS_KEY_ID": (None, _text),
     "S3_SECRET_ACCESS_KEY": (None, _text),
+    # Backups (docs/operations.md): where archives go, and how many are kept there.
+    "BACKUP_TO": ("instance/backups", _text),
+    "BACKUP_KEEP": ("7", _integer),
 }
 
 # Third-party sign-in (docs/auth.md): GoTrue's EXTERNAL_<PROVIDER>_* names. URL is the provider's

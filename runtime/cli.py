@@ -1,5 +1,5 @@
 """Command-line administration: `flask --app app keys | create-user | deactivate-user | revoke-sessions |
-admin grant|revoke | expire-uploads`."""
+admin grant|revoke | expire-uploads | backup create|list|restore`."""
 
 import json
 import secrets
@@ -10,6 +10,8 @@ from flask.cli import with_appcontext
 
 import config
 from auth import accounts, administration, audit, sessions, signing_keys, tokens
+from backups import make, restore
+from backups.archive import BackupError
 from database import transactions
 from errors import APIError
 from models import Session
@@ -136,6 +138,62 @@ def expire_uploads():
     click.echo(f"removed {removed} expired uploads")
 
 
+@click.group("backup")
+def backup():
+    """Archives of the database and the storage's objects (docs/operations.md, Backups)."""
+
+
+@backup.command("create")
+@click.option("--to", "where", help="A folder or s3://BUCKET/PREFIX (default: BACKUP_TO).")
+@with_appcontext
+def backup_create(where):
+    """Write one archive of this moment, then remove the oldest past BACKUP_KEEP there."""
+    try:
+        made = make.create(where)
+        pruned = make.prune(where)
+    except (BackupError, APIError) as exc:
+        raise click.ClickException(_said(exc)) from None
+    click.echo(f"{made.place.rstrip('/')}/{made.name}: {made.size} bytes, {made.objects} objects")
+    for name in pruned:
+        click.echo(f"removed {name} (BACKUP_KEEP)")
+
+
+@backup.command("list")
+@click.option("--at", "where", help="A folder or s3://BUCKET/PREFIX (default: BACKUP_TO).")
+@with_appcontext
+def backup_list(where):
+    """The archives there, newest first: name, size, time."""
+    try:
+        found = make.listing(where)
+    except (BackupError, APIError) as exc:
+        raise click.ClickException(_said(exc)) from None
+    for listed in found:
+        click.echo(f"{listed.name}  {listed.size:>12}  {listed.made_at:%Y-%m-%d %H:%M:%S} UTC")
+
+
+@backup.command("restore")
+@click.argument("archive")
+@click.option("--force", is_flag=True, help="Replace what the database and storage hold.")
+@with_appcontext
+def backup_restore(archive, force):
+    """Restore ARCHIVE (a file, s3://BUCKET/PREFIX/NAME.zip, or a name in BACKUP_TO) into an empty
+    database and storage. Stop the service first."""
+    try:
+        restored = restore.restore(archive, force)
+    except (BackupError, APIError) as exc:
+        raise click.ClickException(_said(exc)) from None
+    for warning in restored.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    click.echo(
+        f"restored {restored.name}: the database at migration {restored.migration} as of "
+        f"{restored.created_at}, {restored.objects} objects"
+    )
+
+
+def _said(exc):
+    return exc.message if isinstance(exc, APIError) else str(exc)
+
+
 def register(app):
-    for command in (keys, create_user, deactivate_user, revoke_sessions, admin, expire_uploads):
+    for command in (keys, create_user, deactivate_user, revoke_sessions, admin, expire_uploads, backup):
         app.cli.add_command(command)

@@ -309,6 +309,22 @@ class Disk:
         """The object's bytes as an open binary file; FileNotFoundError when they are gone."""
         return open(os.path.join(self.objects, key[:2], key), "rb")  # noqa: SIM115 (the response closes it)
 
+    def fetch(self, key, path):
+        """The bytes under `key` at the local `path` too (a hard link: no byte copied, and the bytes
+        stay there when the key is deleted); FileNotFoundError when they are gone."""
+        try:
+            os.link(self.path(key), path)
+        except FileNotFoundError:
+            raise
+        except OSError:  # another file system, or links refused: a copy
+            shutil.copyfile(self.path(key), path)
+
+    def keys(self):
+        """Every key that has bytes here."""
+        for folder in Path(self.objects).glob("??"):
+            if folder.is_dir():
+                yield from (entry.name for entry in folder.iterdir() if entry.is_file())
+
     def delete(self, key):
         try:
             os.unlink(self.path(key))

@@ -43,21 +43,7 @@ class S3:
 
     @classmethod
     def from_settings(cls, setting):
-        client = boto3.client(
-            "s3",
-            endpoint_url=setting("S3_ENDPOINT"),
-            region_name=setting("S3_REGION"),
-            aws_access_key_id=setting("S3_ACCESS_KEY_ID"),
-            aws_secret_access_key=setting("S3_SECRET_ACCESS_KEY"),
-            config=Config(
-                signature_version="s3v4",
-                s3={"addressing_style": "path"},
-                connect_timeout=5,
-                read_timeout=60,
-                retries={"max_attempts": 3, "mode": "standard"},
-            ),
-        )
-        return cls(client, setting("S3_BUCKET"))
+        return cls(client(setting), setting("S3_BUCKET"))
 
     @unavailable
     def place(self, received, key):
@@ -75,5 +61,37 @@ class S3:
         return self.client.get_object(Bucket=self.bucket, Key=self.prefix + key)["Body"]
 
     @unavailable
+    def fetch(self, key, path):
+        """The bytes under `key` downloaded to the local `path`; FileNotFoundError when they are gone."""
+        self.client.download_file(self.bucket, self.prefix + key, str(path))
+
+    @unavailable
+    def keys(self):
+        """Every key that has bytes here (the whole list: a generator would escape `unavailable`)."""
+        found = []
+        pages = self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=self.prefix)
+        for page in pages:
+            found.extend(item["Key"][len(self.prefix) :] for item in page.get("Contents", ()))
+        return found
+
+    @unavailable
     def delete(self, key):
         self.client.delete_object(Bucket=self.bucket, Key=self.prefix + key)
+
+
+def client(setting):
+    """A boto3 S3 client from the S3_* settings: the storage's, and the backups' (an s3:// BACKUP_TO)."""
+    return boto3.client(
+        "s3",
+        endpoint_url=setting("S3_ENDPOINT"),
+        region_name=setting("S3_REGION"),
+        aws_access_key_id=setting("S3_ACCESS_KEY_ID"),
+        aws_secret_access_key=setting("S3_SECRET_ACCESS_KEY"),
+        config=Config(
+            signature_version="s3v4",
+            s3={"addressing_style": "path"},
+            connect_timeout=5,
+            read_timeout=60,
+            retries={"max_attempts": 3, "mode": "standard"},
+        ),
+    )

@@ -19,6 +19,7 @@ ABOVE = frozenset(
         "runtime",
         "live",
         "dashboard",
+        "backups",
         "auth",
         "rest",
         "storage",
