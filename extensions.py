@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # for annotations only: the modules that make the state impor
     import jinja2
     import sqlalchemy as sa
 
+    from dashboard.backups import Run
     from database.transactions import Prepared
     from live.sessions import Realtime
     from storage.files import Disk
@@ -61,6 +62,7 @@ class Minibase:
     buckets_synced: bool = False  # whether the declared buckets were made or updated in the database
     realtime: Realtime | None = None  # this process's Realtime server, when it serves sockets
     storage_backend: Disk | S3 | None = None  # where objects' bytes live (storage.files.backend)
+    backup_run: Run | None = None  # the dashboard's backup being made, or the last one (dashboard.backups)
     # kind of rule -> storage.objects.prepared_find's statement
     object_reads: dict[str, Prepared | None] = field(default_factory=dict)
     bucket_read: Prepared | None = None  # storage.buckets.read's prepared statement

@@ -61,14 +61,16 @@ def working_folder():
     return Path(tempfile.mkdtemp(prefix="backup-", dir=staging))
 
 
-def snapshot(kind, into):
-    """(migration, {(area, key): size or None}) of a snapshot of the database written to `into`."""
+def snapshot(kind, into, secure):
+    """A snapshot of the database written to `into`, its keys' bytes fetched by `secure(keys)`
+    right after the keys are read: (migration, {(area, key): size or None}), or None when some of
+    those bytes were gone."""
     if kind == "sqlite":
         path = db.engine.url.database
         if not path or path == ":memory:":
             raise BackupError("an in-memory SQLite database cannot be backed up")
-        return sqlite.snapshot(path, into)
-    return mysql.snapshot(db.engine.url, into)
+        return sqlite.snapshot(path, into, secure)
+    return mysql.snapshot(db.engine.url, into, secure)
 
 
 def secure(backend, keys, held, work):
@@ -107,12 +109,12 @@ def create(where=None):
         for attempt in range(1, ATTEMPTS + 1):
             taken = work / f"database-{attempt}"
             moment = datetime.datetime.now(datetime.UTC)
-            migration, keys = snapshot(kind, taken)
-            gone = secure(backend, keys, held, work)
-            if not gone:
+            found = snapshot(kind, taken, lambda keys: secure(backend, keys, held, work))
+            if found is not None:
+                migration, keys = found
                 break
-            log.info("backup: %d objects were replaced since the snapshot; taking another", len(gone))
-            taken.unlink()
+            log.info("backup: objects were replaced since the snapshot; taking another")
+            taken.unlink(missing_ok=True)
         else:
             raise BackupError(
                 f"the storage kept changing: in each of {ATTEMPTS} snapshots, objects were replaced "

@@ -11,9 +11,10 @@ from backups.archive import BackupError
 TIMEOUT = 30  # seconds a restore waits for another connection's write lock
 
 
-def snapshot(database, into):
-    """Copy the database file `database` into the new file `into`: the Snapshot's rows name the
-    storage keys that `into` holds."""
+def snapshot(database, into, secure):
+    """Copy the database file `database` into the new file `into`: (migration, {(area, key): size or
+    None} of the storage keys its rows name), once `secure(keys)` has fetched their bytes; None when
+    it reports some gone (replaced since the copy)."""
     source = sqlite3.connect(database, timeout=TIMEOUT)
     target = sqlite3.connect(into)
     try:
@@ -21,7 +22,8 @@ def snapshot(database, into):
     finally:
         source.close()
     try:
-        return migration(target), stored_keys(target)
+        keys = stored_keys(target)
+        return None if secure(keys) else (migration(target), keys)
     finally:
         target.close()
 

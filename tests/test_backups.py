@@ -7,11 +7,13 @@ are refused, and nothing is written."""
 
 import hashlib
 import os
+import time
 import uuid
 import zipfile
 from pathlib import Path
 
 import bcrypt
+import boto3
 import pymysql
 import pyotp
 import pytest
@@ -19,7 +21,7 @@ import sqlalchemy as sa
 
 from backups import archive, make
 from extensions import db
-from support import Api
+from support import Api, free_port
 
 TABLES = """
 [tables.notes]
@@ -40,9 +42,11 @@ delete = "owner"
 """
 NOTES = {
     "sqlite": "CREATE TABLE notes (id INTEGER PRIMARY KEY AUTOINCREMENT, user_id INTEGER, body TEXT, "
-    "price DECIMAL(10,2), seen DATETIME, data BLOB)",
+    "price DECIMAL(10,2), seen DATETIME, data BLOB, score REAL, flags INTEGER, "
+    "twice TEXT GENERATED ALWAYS AS (body || body) VIRTUAL)",
     "mysql": "CREATE TABLE notes (id INTEGER PRIMARY KEY AUTO_INCREMENT, user_id INTEGER, body TEXT, "
-    "price DECIMAL(10,2), seen DATETIME(6), data BLOB) ENGINE=InnoDB",
+    "price DECIMAL(10,2), seen DATETIME(6), data BLOB, score DOUBLE, flags BIT(5), "
+    "twice TEXT AS (CONCAT(body, body)) VIRTUAL) ENGINE=InnoDB",
 }
 PASSWORDS = {
     "ann@example.com": "ann-password",
@@ -83,7 +87,7 @@ def admin(server, sql):
 class Service:
     """A populated service: its app, an anon client, and what the tests check it against."""
 
-    def __init__(self, make_app, database_url, backend, tmp_path, anon_key):
+    def __init__(self, make_app, database_url, backend, tmp_path, anon_key, **settings):
         engine = sa.create_engine(database_url)
         with engine.begin() as connection:
             connection.execute(sa.text(NOTES[backend]))
@@ -91,7 +95,7 @@ class Service:
         (tmp_path / "tables.toml").write_text(TABLES)
         self.tables = str(tmp_path / "tables.toml")
         self.root = tmp_path / "storage"
-        self.app = make_app(TABLES_CONFIG=self.tables, STORAGE_ROOT=str(self.root))
+        self.app = make_app(TABLES_CONFIG=self.tables, STORAGE_ROOT=str(self.root), **settings)
         self.api = Api(self.app, anon_key)
         self.anon_key = anon_key
 
@@ -100,10 +104,17 @@ class Service:
         tokens = {}
         for email, password in PASSWORDS.items():
             tokens[email] = api.sign_up(email, password)["access_token"]
-        with self.app.app_context():  # the PHP application's user: a $2y$ hash
+        with self.app.app_context():  # the PHP application's user: a $2y$ hash; a row of another writer
             db.session.execute(
                 sa.text("UPDATE users SET password = :p WHERE email = 'php@example.com'"),
                 {"p": php_hash(PASSWORDS["php@example.com"])},
+            )
+            odd = [
+                {"b": 'it\'s \\ "odd"\n\x00 ✓', "d": bytes(range(256)), "s": 0.1 + 0.2},
+                {"b": "", "d": b"", "s": -1e-300},
+            ]
+            db.session.execute(
+                sa.text("INSERT INTO notes (body, data, score, flags) VALUES (:b, :d, :s, 5)"), odd
             )
             db.session.commit()
         assert api.sign_in("ann@example.com", "wrong").status_code == 400  # an audit entry
@@ -207,6 +218,16 @@ def test_a_round_trip_keeps_every_user_session_row_and_object(
     assert "warning" not in answer.output
 
     assert rows(other_database_url) == before
+    engine = sa.create_engine(other_database_url)
+    with engine.connect() as connection:
+        found = connection.execute(
+            sa.text("SELECT data, score, body, twice FROM notes WHERE data IS NOT NULL")
+        )
+        odd = sorted(found.all(), key=repr)
+    engine.dispose()
+    assert [(data, score, twice == body * 2) for data, score, body, twice in odd] == sorted(
+        [(bytes(range(256)), 0.1 + 0.2, True), (b"", -1e-300, True)], key=repr
+    )
     assert stored_files(tmp_path / "restored") == files_before
     restored = make_app(
         DATABASE_URL=other_database_url, TABLES_CONFIG=service.tables, STORAGE_ROOT=str(tmp_path / "restored")
@@ -342,11 +363,10 @@ def test_an_object_replaced_between_the_snapshot_and_its_bytes_is_taken_again(
 ):
     """The race made to happen: right after the first snapshot, ann's file is replaced (its old
     bytes deleted). The archive holds the second snapshot and the new bytes, no row without them."""
-    snapshot, taken = make.snapshot, []
+    secure, taken = make.secure, []
 
-    def then_replaced(kind, into):
-        found = snapshot(kind, into)
-        taken.append(found)
+    def then_replaced(backend, keys, held, work):
+        taken.append(set(keys))
         if len(taken) == 1:
             answer = service.api.post(
                 "/storage/v1/object/files/ann/a.txt",
@@ -355,13 +375,13 @@ def test_an_object_replaced_between_the_snapshot_and_its_bytes_is_taken_again(
                 headers={"Content-Type": "text/plain", "x-upsert": "true"},
             )
             assert answer.status_code == 200
-        return found
+        return secure(backend, keys, held, work)
 
-    monkeypatch.setattr(make, "snapshot", then_replaced)
+    monkeypatch.setattr(make, "secure", then_replaced)
     with service.app.app_context():
         made = make.create(str(tmp_path / "archives"))
     assert made.attempts == 2 and len(taken) == 2
-    assert set(taken[0][1]) - set(taken[1][1])  # the first snapshot named bytes that were deleted
+    assert taken[0] - taken[1]  # the first snapshot named bytes that were deleted
     answer = restore_into(
         service, make_app, other_database_url, tmp_path / "restored", tmp_path / "archives" / made.name
     )
@@ -392,3 +412,128 @@ def assert_consistent(url, root):
         data = files[f"objects/{key}"]
         assert len(data) == size and hashlib.md5(data).hexdigest() == etag
     return len(objects)
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint():
+    moto_server = pytest.importorskip("moto.server")
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=free_port(), verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+def test_a_round_trip_through_s3(
+    make_app, database_url, other_database_url, backend, tmp_path, anon_key, s3_endpoint
+):
+    """Objects in one S3 bucket, archives in another, restored into a third."""
+    client = boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1",
+                          aws_access_key_id="test", aws_secret_access_key="test")  # fmt: skip
+    names = {part: f"{part}-{uuid.uuid4().hex[:12]}" for part in ("source", "archives", "restored")}
+    for name in names.values():
+        client.create_bucket(Bucket=name)
+    s3 = {"STORAGE_BACKEND": "s3", "S3_ENDPOINT": s3_endpoint, "S3_ACCESS_KEY_ID": "test",
+          "S3_SECRET_ACCESS_KEY": "test"}  # fmt: skip
+    service = Service(make_app, database_url, backend, tmp_path, anon_key, S3_BUCKET=names["source"], **s3)
+    service.populate()
+    where = f"s3://{names['archives']}/nightly"
+    answer = service.cli("backup", "create", "--to", where)
+    assert answer.exit_code == 0, answer.output
+    (name,) = [match[0] for match in archive.NAME.finditer(answer.output)]
+    listed = client.list_objects_v2(Bucket=names["archives"])["Contents"]
+    assert [item["Key"] for item in listed] == [f"nightly/{name}"]
+    assert name in service.cli("backup", "list", "--at", where).output
+
+    target = make_app(DATABASE_URL=other_database_url, STORAGE_ROOT=str(tmp_path / "local"),
+                      S3_BUCKET=names["restored"], **s3)  # fmt: skip
+    answer = service.cli("backup", "restore", f"{where}/{name}", app=target)
+    assert answer.exit_code == 0, answer.output
+
+    def stored(bucket):
+        found = client.list_objects_v2(Bucket=bucket).get("Contents", [])
+        return {
+            item["Key"]: client.get_object(Bucket=bucket, Key=item["Key"])["Body"].read() for item in found
+        }
+
+    assert stored(names["restored"]) == stored(names["source"]) and len(stored(names["source"])) == 3
+    assert rows(other_database_url) == rows(database_url)
+    settings = {"TABLES_CONFIG": service.tables, "STORAGE_ROOT": str(tmp_path / "local"), **s3}
+    restored = Api(
+        make_app(DATABASE_URL=other_database_url, S3_BUCKET=names["restored"], **settings), anon_key
+    )
+    token = restored.sign_in("bob@example.com", "bob-password").json["access_token"]
+    answer = restored.get("/storage/v1/object/files/bob/b.txt", token=token, buffered=True)
+    assert answer.data == service.files["bob/b.txt"]
+    client.close()
+
+
+@pytest.mark.slow
+def test_a_backup_under_write_load_restores_with_no_row_without_bytes(
+    service, make_app, other_database_url, tmp_path
+):
+    """20 writers (uploads of new names, overwrites of five hot ones, deletions, rows) while two
+    archives are made; the second restores with every object row's bytes and no bytes without a row."""
+    import random
+    import threading
+
+    import requests
+
+    from support import serve_app
+
+    base, stop = serve_app(service.app, threads=8)
+    token = service.tokens["ann@example.com"]
+    headers = {"apikey": service.anon_key, "Authorization": f"Bearer {token}"}
+    running, done, failures = threading.Event(), [], []
+    running.set()
+
+    def write(http, number, count, mine):
+        kind = random.random()
+        body = os.urandom(random.randint(1, 20_000))
+        if kind < 0.35:
+            mine.append(f"ann/w{number}/{count}.bin")
+            return http.post(f"{base}/storage/v1/object/files/{mine[-1]}", data=body)
+        if kind < 0.7:
+            name = f"ann/hot/{random.randrange(5)}.bin"
+            return http.post(
+                f"{base}/storage/v1/object/files/{name}", data=body, headers={"x-upsert": "true"}
+            )
+        if kind < 0.85 and mine:
+            return http.delete(f"{base}/storage/v1/object/files", json={"prefixes": [mine.pop(0)]})
+        return http.post(f"{base}/rest/v1/notes", json={"body": f"w{number}-{count}"})
+
+    def writer(number):
+        http, mine, count = requests.Session(), [], 0
+        http.headers.update(headers)
+        while running.is_set():
+            try:
+                answer = write(http, number, count, mine)
+                if answer.status_code >= 500:
+                    failures.append(answer.status_code)
+            except requests.RequestException as exc:
+                failures.append(repr(exc))
+            count += 1
+        done.append(count)
+
+    writers = [threading.Thread(target=writer, args=(number,)) for number in range(20)]
+    for thread in writers:
+        thread.start()
+    made = []
+    try:
+        with service.app.app_context():
+            for _ in range(2):
+                time.sleep(1)
+                made.append(make.create(str(tmp_path / "archives")))
+    finally:
+        running.clear()
+        for thread in writers:
+            thread.join()
+        stop()
+    assert not failures, failures[:5]
+    print(f"writes: {sum(done)}; snapshots per archive: {[m.attempts for m in made]}; "
+          f"objects: {[m.objects for m in made]}")  # fmt: skip
+    archived = made[-1]
+    path = tmp_path / "archives" / archived.name
+    answer = restore_into(service, make_app, other_database_url, tmp_path / "restored", path)
+    assert answer.exit_code == 0, answer.output
+    assert assert_consistent(other_database_url, tmp_path / "restored") == archived.objects > 3

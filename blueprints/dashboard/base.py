@@ -61,6 +61,8 @@ NOTICES = {
     "uploaded": "File uploaded.",
     "moved": "File moved.",
     "file-deleted": "File deleted.",
+    "backup-started": "A backup is being made.",
+    "backup-running": "A backup is being made already.",
 }
 
 NAV = [
@@ -68,6 +70,7 @@ NAV = [
     ("dashboard.tables_page", "Tables"),
     ("dashboard.storage_page", "Storage"),
     ("dashboard.audit_page", "Audit log"),
+    ("dashboard.backups_page", "Backups"),
     ("dashboard.settings_page", "Settings"),
 ]
 SECTIONS = {
@@ -76,6 +79,7 @@ SECTIONS = {
     "storage": "Storage",
     "bucket": "Storage",
     "settings": "Settings",
+    "backup": "Backups",
 }
 
 password_schema = PasswordGrantSchema()

@@ -80,6 +80,7 @@ def make_server(tmp, **settings):
             "BCRYPT_ROUNDS": 4,
             "EMAIL_RATE_LIMIT": 0,
             "STORAGE_ROOT": str(tmp / "storage"),
+            "BACKUP_TO": str(tmp / "backups"),
             "TABLES_CONFIG": str(tmp / "tables.toml"),
             **settings,
         }
