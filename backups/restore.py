@@ -72,17 +72,17 @@ def check_fits(verified):
 def restore(where, force=False):
     """Restore the archive `where` names (places.archive_at): Restored."""
     place, name = places.archive_at(where)
+    backend = files.backend()
+    if not force and (found := contents(backend)):
+        raise BackupError(
+            f"the target is not empty ({', '.join(found)}): restore into an empty database "
+            "and storage, or give --force to replace what is there"
+        )
     work = make.working_folder()
     try:
         verified = archive.verified(place.fetch(name, work))
         try:
             check_fits(verified)
-            backend = files.backend()
-            if not force and (found := contents(backend)):
-                raise BackupError(
-                    f"the target is not empty ({', '.join(found)}): restore into an empty database "
-                    "and storage, or give --force to replace what is there"
-                )
             before = stored(backend)
             placed = place_objects(verified, backend, before, work)
             try:

@@ -29,7 +29,15 @@ class Run:
 
 
 def archives():
-    return make.listing()
+    """(the archives at BACKUP_TO, newest first; what went wrong reading them, or None)."""
+    try:
+        return make.listing(), None
+    except (BackupError, APIError) as exc:
+        return [], _said(exc)
+
+
+def _said(exc):
+    return exc.message if isinstance(exc, APIError) else str(exc)
 
 
 def current():
@@ -62,7 +70,7 @@ def _make(in_app, run):
             )
         except Exception as exc:
             if isinstance(exc, BackupError | APIError):
-                run.error = exc.message if isinstance(exc, APIError) else str(exc)
+                run.error = _said(exc)
             else:
                 log.exception("the backup failed")
                 run.error = "the backup failed: the log says why"

@@ -5,6 +5,7 @@ from flask import current_app, request
 from werkzeug.wsgi import wrap_file
 
 from auth import audit
+from backups.archive import BackupError
 from blueprints.dashboard.base import bp, done, page
 from dashboard import backups
 from database import transactions
@@ -12,8 +13,9 @@ from database import transactions
 
 @bp.get("/backups")
 def backups_page():
-    run = backups.current()
-    return page("backups.html", archives=backups.archives(), run=run, where=current_app.config["BACKUP_TO"])
+    archives, error = backups.archives()
+    return page("backups.html", archives=archives, error=error, run=backups.current(),
+                where=current_app.config["BACKUP_TO"])  # fmt: skip
 
 
 @bp.post("/backups")
@@ -28,6 +30,8 @@ def download_backup(name):
         size, stream = backups.download(name)
     except FileNotFoundError:
         return page("error.html", 404, message="There is no such archive.")
+    except BackupError as exc:  # an S3 place that does not answer
+        return page("error.html", 503, message=str(exc))
     transactions.write(audit.record, "backup_downloaded", name)
     headers = {
         "Content-Type": "application/zip",
