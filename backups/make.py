@@ -15,6 +15,7 @@ import hashlib
 import logging
 import shutil
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from storage import files
 
 log = logging.getLogger("minibase")
 ATTEMPTS = 10
+STALE = 24 * 3600  # seconds after which a working folder is a killed backup's
 
 
 @dataclass(frozen=True)
@@ -55,9 +57,15 @@ def in_area(backend, area):
 
 def working_folder():
     """A new folder beside the objects (STORAGE_ROOT/.tmp): the same file system, so that a disk's
-    bytes are secured by hard links."""
+    bytes are secured by hard links. Those a killed backup left, a day old, go."""
     staging = files.staging_directory()
     staging.mkdir(parents=True, exist_ok=True)
+    for left in staging.glob("backup-*"):
+        try:
+            if left.is_dir() and time.time() - left.stat().st_mtime > STALE:
+                shutil.rmtree(left, ignore_errors=True)
+        except FileNotFoundError:  # another backup's, removed meanwhile
+            pass
     return Path(tempfile.mkdtemp(prefix="backup-", dir=staging))
 
 
