@@ -6,6 +6,7 @@ refreshes, every row and object is byte-exact. A non-empty target, a damaged or 
 are refused, and nothing is written."""
 
 import hashlib
+import json
 import os
 import time
 import uuid
@@ -47,6 +48,25 @@ NOTES = {
     "mysql": "CREATE TABLE notes (id INTEGER PRIMARY KEY AUTO_INCREMENT, user_id INTEGER, body TEXT, "
     "price DECIMAL(10,2), seen DATETIME(6), data BLOB, score DOUBLE, flags BIT(5), "
     "twice TEXT AS (CONCAT(body, body)) VIRTUAL) ENGINE=InnoDB",
+}
+# What another application keeps beside its tables: views (one reading the other, whose name sorts
+# after it), a trigger, and on MySQL a function.
+SCHEMA = {
+    "sqlite": [
+        "CREATE TABLE counters (n INTEGER NOT NULL)",
+        "INSERT INTO counters VALUES (0)",
+        "CREATE VIEW note_bodies AS SELECT id, body FROM notes",
+        "CREATE VIEW a_ids AS SELECT id FROM note_bodies",
+        "CREATE TRIGGER notes_counted AFTER INSERT ON notes BEGIN UPDATE counters SET n = n + 1; END",
+    ],
+    "mysql": [
+        "CREATE TABLE counters (n INTEGER NOT NULL, PRIMARY KEY (n)) ENGINE=InnoDB",
+        "INSERT INTO counters VALUES (0)",
+        "CREATE VIEW note_bodies AS SELECT id, body FROM notes",
+        "CREATE VIEW a_ids AS SELECT id FROM note_bodies",
+        "CREATE TRIGGER notes_counted AFTER INSERT ON notes FOR EACH ROW UPDATE counters SET n = n + 1",
+        "CREATE FUNCTION twice_of(x INTEGER) RETURNS INTEGER DETERMINISTIC RETURN x * 2",
+    ],
 }
 PASSWORDS = {
     "ann@example.com": "ann-password",
@@ -91,6 +111,8 @@ class Service:
         engine = sa.create_engine(database_url)
         with engine.begin() as connection:
             connection.execute(sa.text(NOTES[backend]))
+            for statement in SCHEMA[backend]:
+                connection.exec_driver_sql(statement)
         engine.dispose()
         (tmp_path / "tables.toml").write_text(TABLES)
         self.tables = str(tmp_path / "tables.toml")
@@ -230,6 +252,14 @@ def test_a_round_trip_keeps_every_user_session_row_and_object(
     assert [(data, score, twice == body * 2) for data, score, body, twice in odd] == sorted(
         [(bytes(range(256)), 0.1 + 0.2, True), (b"", -1e-300, True)], key=repr
     )
+    with engine.begin() as connection:  # the views read, the trigger counted before and counts again
+        assert len(connection.execute(sa.text("SELECT * FROM a_ids")).all()) == len(before["notes"])
+        assert connection.execute(sa.text("SELECT n FROM counters")).scalar() == len(before["notes"])
+        connection.execute(sa.text("INSERT INTO notes (body) VALUES ('after')"))
+        assert connection.execute(sa.text("SELECT n FROM counters")).scalar() == len(before["notes"]) + 1
+        if connection.dialect.name == "mysql":
+            assert connection.execute(sa.text("SELECT twice_of(21)")).scalar() == 42
+    engine.dispose()
     assert stored_files(tmp_path / "restored") == files_before
     restored = make_app(
         DATABASE_URL=other_database_url, TABLES_CONFIG=service.tables, STORAGE_ROOT=str(tmp_path / "restored")
@@ -298,10 +328,17 @@ def damaged(path, how):
         with zipfile.ZipFile(path) as opened:
             info = opened.getinfo(next(name for name in opened.namelist() if name.startswith("objects/")))
         data[info.header_offset + 30 + len(info.filename) + len(info.extra) + 3] ^= 0xFF
-    elif how == "manifest":
+    elif how in ("manifest", "foreign"):
         with zipfile.ZipFile(path) as opened:
             members = {name: opened.read(name) for name in opened.namelist()}
-        members["manifest.json"] = members["manifest.json"].replace(b'"size": ', b'"size": 1', 1)
+        manifest = json.loads(members["manifest.json"])
+        if how == "manifest":
+            next(iter(manifest["files"].values()))["size"] += 1
+        else:  # a member named to climb out of STORAGE_ROOT, with its right checksum
+            name, evil = "objects/../../../evil", b"evil"
+            members[name] = evil
+            manifest["files"][name] = {"size": len(evil), "sha256": hashlib.sha256(evil).hexdigest()}
+        members["manifest.json"] = json.dumps(manifest).encode()
         with zipfile.ZipFile(path, "w") as rewritten:
             for name, member in members.items():
                 rewritten.writestr(name, member)
@@ -311,14 +348,20 @@ def damaged(path, how):
 
 def test_a_damaged_archive_is_refused_and_nothing_is_written(service, make_app, other_database_url, tmp_path):
     path = create(service, tmp_path / "archives")
-    for how in ("truncated", "flipped", "manifest"):
+    for how in ("truncated", "flipped", "manifest", "foreign"):
         copy = tmp_path / how / path.name
         copy.parent.mkdir()
         copy.write_bytes(path.read_bytes())
         damaged(copy, how)
         answer = restore_into(service, make_app, other_database_url, tmp_path / "restored", copy)
         assert answer.exit_code != 0, how
-        assert "damaged" in answer.output or "truncated" in answer.output, answer.output
+        said = {
+            "truncated": "truncated",
+            "flipped": "damaged",
+            "manifest": "damaged",
+            "foreign": "not one minibase",
+        }
+        assert said[how] in answer.output, answer.output
         assert "Traceback" not in answer.output
         assert rows(other_database_url) == {}  # not a table made
         assert stored_files(tmp_path / "restored") == {}
