@@ -8,14 +8,19 @@ manifest names is there, nothing else is, and each has its size and sha256. A tr
 foreign file is refused with a message that says so."""
 
 import datetime
+import functools
 import hashlib
 import json
 import os
 import re
 import secrets
+import sqlite3
 import zipfile
 import zlib
 from dataclasses import dataclass
+
+import pymysql
+import sqlalchemy as sa
 
 FORMAT = "minibase-backup"
 VERSION = 1
@@ -32,6 +37,27 @@ KEY_MEMBER = re.compile(r"(objects|uploads)/([0-9a-f]{8,64})")
 class BackupError(Exception):
     """What a backup or a restore cannot do (a damaged archive, a target that is not empty, a place
     that does not answer), said for the operator."""
+
+
+def said(work):
+    """`work` with the database's, the disk's and S3's own errors turned into a BackupError that says
+    which failed (the error's class and number, never a database's text, which can quote rows)."""
+
+    @functools.wraps(work)
+    def wrapped(*args, **kwargs):
+        try:
+            return work(*args, **kwargs)
+        except (sqlite3.Error, pymysql.err.Error, sa.exc.DBAPIError) as exc:
+            original = getattr(exc, "orig", None) or exc
+            number = original.args[0] if original.args and isinstance(original.args[0], int) else ""
+            raise BackupError(
+                f"the database failed ({type(original).__name__} {number})".replace(" )", ")")
+            ) from None
+        except OSError as exc:
+            where = f": {exc.filename}" if exc.filename else ""
+            raise BackupError(f"{exc.strerror or type(exc).__name__}{where}") from None
+
+    return wrapped
 
 
 def new_name(now):

@@ -106,6 +106,7 @@ def secure(backend, keys, held, work):
     return gone
 
 
+@archive.said
 def create(where=None):
     """Write one archive to `where` (a folder or s3://BUCKET/PREFIX; BACKUP_TO by default): Made."""
     place = places.of(where or setting("BACKUP_TO"))

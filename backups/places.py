@@ -87,6 +87,8 @@ class Folder:
 
     def fetch(self, name, work):
         """A local path of the archive `name` (here: the file itself)."""
+        if not (self.path / name).is_file():
+            raise BackupError(f"no archive {name} in {self.path}")
         return self.path / name
 
     def open(self, name):
@@ -145,7 +147,10 @@ class Bucket:
     def fetch(self, name, work):
         """The archive `name` downloaded into the folder `work`."""
         local = Path(work) / name
-        self._call(self.client.download_file, self.bucket, self.prefix + name, str(local))
+        try:
+            self._call(self.client.download_file, self.bucket, self.prefix + name, str(local))
+        except FileNotFoundError:
+            raise BackupError(f"no archive {name} at {self}") from None
         return local
 
     def open(self, name):

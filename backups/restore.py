@@ -69,6 +69,7 @@ def check_fits(verified):
         ) from None
 
 
+@archive.said
 def restore(where, force=False):
     """Restore the archive `where` names (places.archive_at): Restored."""
     place, name = places.archive_at(where)

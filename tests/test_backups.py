@@ -299,6 +299,9 @@ def test_the_manifest_names_every_member_with_its_checksum(service, tmp_path):
             assert entry == {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
     listed = service.cli("backup", "list", "--at", str(tmp_path / "archives"))
     assert listed.exit_code == 0 and path.name in listed.output
+    service.app.config["BACKUP_TO"] = str(tmp_path / "archives")
+    missing = service.cli("backup", "restore", "minibase-20990101T000000Z-abcdef.zip", "--force")
+    assert missing.exit_code != 0 and "no archive minibase-20990101T000000Z-abcdef.zip in" in missing.output
 
 
 def test_a_non_empty_target_is_refused_unless_forced(service, make_app, other_database_url, tmp_path):
