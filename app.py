@@ -10,6 +10,7 @@ from sqlalchemy.exc import OperationalError
 from werkzeug.middleware.proxy_fix import ProxyFix
 
 import config
+import metrics
 import tables_toml
 from auth import mail, signing_keys
 from blueprints import gateway, responses
@@ -23,6 +24,7 @@ from runtime import cli
 from storage import buckets
 
 MIGRATIONS = config.ROOT / "migrations"
+PROBES = ("/live", "/ready", "/metrics")  # answered while the database is not ready
 RETRY_SECONDS = 1.0  # between two attempts to migrate while the database is down
 log = logging.getLogger("minibase")
 # Response headers a browser app may read (the SDKs read all of these).
@@ -87,6 +89,8 @@ def create_app(test_config=None):
         hops = app.config["TRUSTED_PROXIES"]
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=hops, x_proto=hops, x_host=hops)
 
+    if app.config["METRICS"]:
+        metrics.enable(app.config["WORKERS"])  # before the workers fork: they count into one folder
     db.init_app(app)
     migrate.init_app(app, db, directory=str(MIGRATIONS), version_table="minibase_alembic_version")
     limiter.init_app(app)
@@ -200,6 +204,9 @@ def wait_for_database():
         return None
     if request.path == "/health":
         return {"status": "unavailable"}, 503
+    if request.path in PROBES:
+        return None  # /live is 200, /ready says what is not ready, /metrics counts the 503s
+
     return responses.unavailable()
 
 

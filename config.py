@@ -1,6 +1,7 @@
 """Configuration: the environment variables (and `.env`) README.md's Configuration section lists,
 parsed and checked once at start."""
 
+import ipaddress
 import json
 import logging
 import math
@@ -66,6 +67,15 @@ def _integer(name, raw, minimum=0, maximum=None):
     if maximum is not None and value > maximum:
         raise ConfigError(f"{name} must be at most {maximum}, not {value}")
     return value
+
+
+def _addresses(name, raw):
+    """Comma-separated IP addresses or networks (CIDR), as ipaddress networks."""
+    parts = [part for part in raw.replace(" ", "").split(",") if part]
+    try:
+        return tuple(ipaddress.ip_network(part, strict=False) for part in parts)
+    except ValueError:
+        raise ConfigError(f"{name} must be IP addresses or networks, comma-separated: {raw!r}") from None
 
 
 def _keys(name, raw):
@@ -170,6 +180,10 @@ VARIABLES = {
     "THREADS": ("8", lambda n, v: _integer(n, v, 1)),
     "WORKERS": ("1", lambda n, v: _integer(n, v, 1)),
     "DB_TIMEOUT": ("10", _seconds),
+    # Operations (docs/operations.md): the log's format, and GET /metrics with who may read it.
+    "LOG_FORMAT": ("text", lambda n, v: _choice(n, v, ("text", "json"))),
+    "METRICS": ("off", _boolean),
+    "METRICS_ALLOW": ("", _addresses),
     "STATEMENT_TIMEOUT": ("10", _seconds),
     # Realtime (docs/realtime.md): on wherever the server can hold a socket (`python wsgi.py`).
     "REALTIME": ("on", _boolean),

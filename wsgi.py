@@ -24,9 +24,9 @@ def main():
     host, port, threads = app.config["HOST"], app.config["PORT"], app.config["THREADS"]
     sockets = app.config["REALTIME"]
     if app.config["WORKERS"] > 1:
-        logs.log_directly()
+        logs.log_directly(app.config["LOG_FORMAT"])
         sys.exit(workers.serve(app, host, port, threads, app.config["WORKERS"], sockets))
-    writer = logs.log_in_batches()
+    writer = logs.log_in_batches(app.config["LOG_FORMAT"])
     if sockets:
         try:
             serve_sockets(host, port, threads)

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 import requests
 from standardwebhooks import Webhook
 
+import metrics
 from auth import tokens
 from config import setting
 from errors import APIError, Auth
@@ -69,8 +70,25 @@ def metadata(name, ip=None):
     return data
 
 
+# What says the hook failed, rather than answered with an error of its own to pass on.
+FAILURES = frozenset({Auth.HOOK_TIMEOUT, Auth.HOOK_TIMEOUT_AFTER_RETRY,
+                      Auth.HOOK_PAYLOAD_INVALID_CONTENT_TYPE, Auth.HOOK_PAYLOAD_OVER_SIZE_LIMIT,
+                      Auth.UNEXPECTED_FAILURE})  # fmt: skip
+
+
 def call(name, payload):
-    """POST `payload` to the hook `name`; its JSON answer (None for 204), or an APIError."""
+    """POST `payload` to the hook `name`; its JSON answer (None for 204), or an APIError. Counted in
+    the metrics, with its failures."""
+    metrics.HOOK_CALLS.labels(name).inc()
+    try:
+        return _call(name, payload)
+    except APIError as exc:
+        if exc.error_code in FAILURES or exc.status >= 500:
+            metrics.HOOK_FAILURES.labels(name).inc()
+        raise
+
+
+def _call(name, payload):
     uri = setting(f"HOOK_{name.upper()}_URI")
     body = json.dumps(payload, separators=(",", ":"), default=str)
     deadline = time.monotonic() + TIMEOUT

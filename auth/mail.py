@@ -18,6 +18,7 @@ from jinja2 import (
 )
 
 import config
+import metrics
 from config import ConfigError, setting
 from errors import APIError, Auth
 from extensions import state
@@ -112,8 +113,10 @@ def send(message):
                 server.login(settings["SMTP_USER"], settings["SMTP_PASS"] or "")
             server.send_message(message)
     except (OSError, smtplib.SMTPException) as exc:
+        metrics.MAILS_FAILED.inc()
         log.error("sending e-mail through %s:%s failed: %s", host, settings["SMTP_PORT"], type(exc).__name__)
         raise APIError(503, Auth.EMAIL_SEND_FAILED, "Error sending the e-mail, try again later") from None
+    metrics.MAILS_SENT.inc()
 
 
 def warn_if_not_configured(app):

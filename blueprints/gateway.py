@@ -5,13 +5,16 @@ caches from misusing a response, and the end of the request's transaction."""
 
 import functools
 import logging
+import re
 import time
+import uuid
 from http import HTTPStatus
 from urllib.parse import parse_qsl, urlencode
 
 from flask import current_app, g, request
 from sqlalchemy.exc import DBAPIError
 
+import metrics
 from auth import audit
 from auth.identity import Identity, api_key_role, identify, is_secret_key
 from blueprints import responses
@@ -48,6 +51,9 @@ BROWSER_AGENT = "Mozilla/"
 # Query parameters whose values are secrets: the log shows that they were sent, not what they were.
 SECRET_PARAMETERS = frozenset({"apikey", "access_token", "refresh_token", "token", "token_hash", "password"})
 
+# A request id a trusted proxy may hand on (X-Request-Id): printable, no spaces, not too long.
+REQUEST_ID = re.compile(r"[\x21-\x7e]{1,200}")
+
 # Status lines as HTTP writes them ("201 Created"); Werkzeug's are in capitals ("201 CREATED").
 STATUS_LINES = {status.value: f"{status.value} {status.phrase}" for status in HTTPStatus}
 
@@ -69,12 +75,20 @@ def before():
     context = g._get_current_object()
     context.started = time.perf_counter()
     config = current_app._get_current_object().config
-    transactions.bound_waits(config["DB_TIMEOUT"])
     asked = request._get_current_object()
+    context.request_id = request_id(asked, config["TRUSTED_PROXIES"])
+    transactions.bound_waits(config["DB_TIMEOUT"])
     audit.begin(client_ip(asked), door(asked.path))
     if (refused := asked.environ.get(REFUSED_BY_SERVER)) is not None:
         raise refused  # the server could not read the request (runtime.server.Refusal)
     return answer_preflight(asked) or require_api_key(asked, context, config["JWT_SECRET"])
+
+
+def request_id(asked, trusted_proxies):
+    """The proxy's X-Request-Id behind a trusted proxy, else one made here."""
+    if trusted_proxies and (given := asked.headers.get("X-Request-Id")) and REQUEST_ID.fullmatch(given):
+        return given
+    return str(uuid.uuid4())
 
 
 def door(path):
@@ -269,9 +283,40 @@ def logged_path(asked):
 
 
 def log_request(response, asked):
+    """The request's log line, its X-Request-Id, and its count in the metrics."""
+    context = g._get_current_object()
+    started = getattr(context, "started", None)
+    took = time.perf_counter() - started if started is not None else 0.0
+    status = response.status_code
+    metrics.answered(asked.path, status, took)
+    if status < 300 and metrics.enabled() and asked.path.startswith("/storage/"):
+        metrics.stored(asked.method, asked.content_length, response.content_length)
+    if (made := getattr(context, "request_id", None)) is None:
+        made = context.request_id = str(uuid.uuid4())  # before() did not run: a refused request
+    response.headers["X-Request-Id"] = made
     if not request_log.isEnabledFor(logging.INFO):
         return response  # the line would be dropped: spare parsing the query for it
-    started = getattr(g._get_current_object(), "started", None)
-    took = (time.perf_counter() - started) * 1000 if started is not None else 0.0
-    request_log.info("%s %s %s %.1fms", asked.method, logged_path(asked), response.status_code, took)
+    line = (asked.method, logged_path(asked), status, took * 1000)
+    if current_app._get_current_object().config["LOG_FORMAT"] == "json":
+        request_log.info("%s %s %s %.1fms", *line, extra=request_fields(asked, context, status, took))
+    else:
+        request_log.info("%s %s %s %.1fms", *line)
     return response
+
+
+def request_fields(asked, context, status, took):
+    """The request's fields of a JSON log line (the caller's role and user id only as far as the
+    request found them: the log does not read a token of its own)."""
+    who = getattr(context, "identity", None)
+    rule = asked.url_rule
+    return {
+        "request_id": context.request_id,
+        "method": asked.method,
+        "path": logged_path(asked),
+        "route": rule.rule if rule is not None else None,
+        "status": status,
+        "duration_ms": round(took * 1000, 3),
+        "role": who.role if who is not None else getattr(context, "api_key_role", None),
+        "user_id": str(who.user_id) if who is not None and who.user_id is not None else None,
+        "ip": client_ip(asked),
+    }

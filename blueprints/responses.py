@@ -9,6 +9,7 @@ from flask import current_app, json, request
 from sqlalchemy.exc import DataError, OperationalError
 from werkzeug.exceptions import HTTPException
 
+import metrics
 from auth import tokens
 from database.transactions import describe
 from database.transactions import unavailable as not_answering
@@ -144,6 +145,7 @@ def handle_http_exception(exc):
 
 def unavailable():
     """The 503 of a database that does not answer (stopped, frozen, too slow, connection lost)."""
+    metrics.DB_TIMEOUTS.inc()
     message = "The database is not answering, try again later"
     api = which_api()
     if api == "storage":

@@ -1,7 +1,9 @@
 """The Settings page's work: whether what minibase depends on answers (the database, SMTP, Redis,
 storage), the migration the database is at, and the effective settings with every secret masked.
-Each probe is bounded by PROBE_SECONDS and says what failed by its kind, never with a password."""
+Each probe is bounded by PROBE_SECONDS and says what failed by its kind, never with a password.
+And /ready's: what keeps the service from being ready to serve (`not_ready`)."""
 
+import functools
 import os
 import smtplib
 import ssl
@@ -14,10 +16,11 @@ import sqlalchemy as sa
 import config
 from config import setting
 from database import transactions
-from extensions import db
+from extensions import db, state
 from storage import files
 
 PROBE_SECONDS = 3
+READY_SECONDS = 1  # how long /ready waits on Redis: a probe is asked every few seconds
 SECRET_WORDS = ("SECRET", "PASS", "KEY")  # JWT_SECRET, SMTP_PASS, S3_SECRET_ACCESS_KEY, MFA_ENCRYPTION_KEY…
 URL_SETTINGS = ("DATABASE_URL", "RATE_LIMIT_STORAGE_URI", "S3_ENDPOINT")
 MASK = "••••••"
@@ -95,6 +98,42 @@ def migration_version():
         return transactions.read(read)
     except sa.exc.SQLAlchemyError:
         return None
+
+
+@functools.cache
+def head_migration():
+    """The newest migration this code has."""
+    from alembic.script import ScriptDirectory
+
+    return ScriptDirectory(str(config.ROOT / "migrations")).get_current_head()
+
+
+def not_ready():
+    """What keeps the service from serving, as PostgREST's /ready asks it: "database" when it does
+    not answer, "migrations" when it is not at this code's newest, "redis" when a configured Redis
+    (the rate limits', Realtime's) does not answer. Empty when ready."""
+    missing = []
+    try:
+        transactions.read(lambda: db.session.execute(sa.text("SELECT 1")).scalar())
+    except sa.exc.SQLAlchemyError:
+        missing.append("database")
+    else:
+        if not state().database_ready or migration_version() != head_migration():
+            missing.append("migrations")
+    # Realtime's Redis is REALTIME_REDIS_URL, else the rate limits' (live.bus): these two, at most.
+    urls = {setting("REALTIME_REDIS_URL") or "", setting("RATE_LIMIT_STORAGE_URI")}
+    urls = sorted(url for url in urls if url.startswith(("redis://", "rediss://")))
+    if urls:
+        import redis  # only where Redis is configured
+
+        for url in urls:
+            try:
+                bounded = {"socket_timeout": READY_SECONDS, "socket_connect_timeout": READY_SECONDS}
+                redis.Redis.from_url(url, **bounded).ping()
+            except (redis.RedisError, OSError):
+                missing.append("redis")
+                break
+    return missing
 
 
 def masked_url(url):

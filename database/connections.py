@@ -30,6 +30,7 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.pool import SingletonThreadPool, StaticPool
 
+import metrics
 from database import pymysql_seam, transactions
 from extensions import db, state
 from query import dialects
@@ -72,9 +73,11 @@ def init_app(app):
                 cursor.execute(f"SET SESSION max_execution_time = {int(statement_timeout * 1000)}")
         cursor.close()
 
+    counted = _counted_in_use if app.config["METRICS"] else (lambda engine: None)
     with app.app_context():
         event.listen(db.engine, "connect", on_connect)
         _bounded_by_the_request(db.engine)
+        counted(db.engine)
         sqlite = db.engine.dialect.name == "sqlite"
         if sqlite:
             event.listen(db.engine, "before_cursor_execute", transactions.start_deadline)
@@ -88,12 +91,19 @@ def init_app(app):
         reads = sa.create_engine(db.engine.url, **options)
         event.listen(reads, "connect", on_connect)
         _bounded_by_the_request(reads)
+        counted(reads)
         if not sqlite:
             _checked_at_checkout(reads, losses)
         _disposed_with(reads, db.engine)
         state().reads = reads
         if sqlite:
             state().own = threading.local()
+
+
+def _counted_in_use(engine):
+    """The connections of `engine` checked out, in metrics.DB_CONNECTIONS_IN_USE."""
+    event.listen(engine, "checkout", lambda *_: metrics.DB_CONNECTIONS_IN_USE.inc())
+    event.listen(engine, "checkin", lambda *_: metrics.DB_CONNECTIONS_IN_USE.dec())
 
 
 def _bounded_by_the_request(engine):

@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError
 
+import metrics
 from extensions import db, state
 
 log = logging.getLogger("minibase")
@@ -164,6 +165,15 @@ def unavailable(exc):
     return code is None or 2000 <= code < 3000 or code in MYSQL_UNAVAILABLE
 
 
+def counted(exc):
+    """Count a deadlock or a lock wait that timed out in the metrics."""
+    code = error_code(exc)
+    if code == 1213:
+        metrics.DB_DEADLOCKS.inc()
+    elif code == 1205:
+        metrics.DB_LOCK_WAIT_TIMEOUTS.inc()
+
+
 def pause(attempt):
     """How long to wait before attempt `attempt + 1`: random, up to FIRST_PAUSE * 2**(attempt-1) or
     MAX_PAUSE."""
@@ -221,12 +231,14 @@ def _run(work, args, kwargs, commit, read_only):
                 return result
             except DBAPIError as exc:
                 _roll_back()
+                counted(exc)
                 if (
                     attempt == ATTEMPTS
                     or not retryable(exc, committing or _committing_alone.get())
                     or not paused_for_another_attempt(attempt)
                 ):
                     raise
+                metrics.DB_RETRIES.inc()
                 log.info("%s: %s, trying again (attempt %d)", work.__name__, describe(exc), attempt + 1)
             except BaseException:
                 _roll_back()
@@ -295,8 +307,10 @@ def prepared(values, *statements):
         try:
             return run_prepared(engine, values, *statements, own=cache.own)
         except DBAPIError as exc:
+            counted(exc)
             if attempt == ATTEMPTS or not retryable(exc) or not paused_for_another_attempt(attempt):
                 raise
+            metrics.DB_RETRIES.inc()
     raise AssertionError("unreachable")
 
 

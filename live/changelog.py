@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError
 
+import metrics
 from extensions import db
 from live import capture
 
@@ -88,6 +89,8 @@ class Reader:
                 self._passed(change.id, now)
             else:
                 self._found(change.id)
+        # The database's clock against this one's: the same machine's, or near enough, in a cluster.
+        metrics.REALTIME_LAG.set(max(0.0, time.time() - changes[-1].at) if changes else 0.0)
         return late + changes
 
     def _passed(self, n, now):

@@ -9,6 +9,7 @@ import logging
 import time
 from urllib.parse import parse_qs
 
+import metrics
 from errors import APIError
 from live import access, bus, changes, protocol, topics
 from live.hub import GOING_AWAY, INVALID_DATA, POLICY_VIOLATION, Channel, Connection, Hub
@@ -96,6 +97,7 @@ class Realtime:
         if vsn not in protocol.VERSIONS:
             return await _refuse(scope, send, 400, {"message": f"Unsupported serializer version: {vsn[:20]}"})
         await send({"type": "websocket.accept"})
+        metrics.REALTIME_SOCKETS.inc()
         connection = Connection(vsn, self.outbox_limit)
         socket = Socket(self, connection, role, receive)
         self.hub.connections.add(connection)
@@ -114,6 +116,7 @@ class Realtime:
                     pass
             self.hub.connections.discard(connection)
             socket.leave_all()
+            metrics.REALTIME_SOCKETS.dec()
 
 
 def _key_error(message, hint):
@@ -144,6 +147,7 @@ async def _write(connection, send):
             frame = connection.outbox.popleft()
             key = "bytes" if isinstance(frame, bytes) else "text"
             await send({"type": "websocket.send", key: frame})
+            metrics.REALTIME_DELIVERIES.inc()
         if connection.close_code is not None:
             closing = {
                 "type": "websocket.close",
@@ -265,6 +269,7 @@ class Socket:
             previous.push("phx_close", {})
         channel.subscriptions = subscriptions
         self.connection.channels[message.topic] = channel
+        metrics.REALTIME_CHANNELS.inc()
         self.hub.add(channel)
         self.server.changes.add(channel)
         self.connection.send(
@@ -282,6 +287,7 @@ class Socket:
             timer.cancel()
         if self.connection.channels.get(channel.topic) is channel:
             del self.connection.channels[channel.topic]
+            metrics.REALTIME_CHANNELS.dec()
         self.server.changes.remove(channel)
         self.hub.remove(channel)
 

@@ -23,6 +23,7 @@ import socket
 import threading
 import time
 
+import metrics
 from extensions import db
 from live import bus
 from runtime import logs, server
@@ -101,7 +102,7 @@ def _work(app, listener, threads, parent, balance, slot, sockets=False):
         for signum in STOP_SIGNALS:
             signal.signal(signum, lambda *_: stop.set())
         signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
-        writer = logs.log_in_batches()
+        writer = logs.log_in_batches(app.config["LOG_FORMAT"])
         try:
             with app.app_context():
                 db.engine.dispose(close=False)  # the parent's connections stay the parent's
@@ -170,6 +171,7 @@ class Supervisor:
                 time.sleep(0.05)
                 continue
             slot, started = self.workers.pop(pid, (None, None))
+            metrics.process_exited(pid)
             if slot is not None:
                 exited.append((pid, slot, status, time.monotonic() - started))
         return exited
