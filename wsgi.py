@@ -5,9 +5,12 @@ processes (workers.py) when set, and drains on SIGTERM."""
 
 import sys
 
+import config
 from app import create_app
 from runtime import logs
 
+if __name__ == "__main__":  # a host that imports this module logs its own way
+    logs.log_directly(config.from_environment()["LOG_FORMAT"])  # what starting logs is in LOG_FORMAT too
 app = application = create_app()
 
 

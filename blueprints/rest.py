@@ -55,7 +55,8 @@ def call_function(name):
             headers={"Allow": "POST"},
         )  # fmt: skip
     given = function_body() if post else query_arguments(function)
-    values = rpc.arguments(function, given, who, post)
+    headers = request.headers.items() if rpc.HEADERS in function.params else ()
+    values = rpc.arguments(function, given, who, post, headers)
     shaped = function.returns == "rows" or function.table is not None
     read = parse_read(exclude=function.params) if shaped else None
     prefer = preferences()

@@ -216,7 +216,7 @@ def _operation(name, operation, rule, owner_column):
 
 def _function(function):
     """POST (and GET, unless it writes) /rest/v1/rpc/{name}: its arguments, what it returns."""
-    arguments = [name for name in function.params if name != "uid"]
+    arguments = [name for name in function.params if name not in ("uid", "request_headers")]  # the server's
     summary = f"function {function.name} ({function.returns}): " + (", ".join(arguments) or "no arguments")
     required = [name for name in arguments if name not in function.defaults]
     body = {"type": "object", "properties": {name: {} for name in arguments}}

@@ -26,6 +26,9 @@ from values import BadValue, json_rows, json_value, row_shape
 log = logging.getLogger("minibase")
 
 UID = "uid"
+# The request's headers as a JSON object, names in lower case: PostgREST's request.headers setting.
+HEADERS = "request_headers"
+BOUND = frozenset({UID, HEADERS})  # the :names the server fills, never the caller
 NO_RESULT = object()  # a statement that returns no rows: the call answers 204
 # Python types of a first row's values, and the column types that make filters compare alike.
 TYPES = (
@@ -43,19 +46,22 @@ NAME_SIMILARITY = 0.75  # PostgREST's least score for a hint naming another func
 PARAMS_SIMILARITY = 0.33  # and for one naming a function's arguments
 
 
-def arguments(function, given, who, post):
-    """The bound values: each :name from `given` (`uid` from the caller), or its default. A JSON
-    object or array is bound as JSON text (the database's JSON functions read it). Arguments that
-    are not the function's, or leave out one without a default, are a 400 PGRST202 in PostgREST's
-    words (`post`: the arguments came as a POST's JSON body)."""
+def arguments(function, given, who, post, headers=()):
+    """The bound values: each :name from `given` (`uid` from the caller, `request_headers` the
+    request's `headers` as JSON), or its default. A JSON object or array is bound as JSON text (the
+    database's JSON functions read it). Arguments that are not the function's, or leave out one
+    without a default, are a 400 PGRST202 in PostgREST's words (`post`: the arguments came as a
+    POST's JSON body)."""
     keys = set(given)
-    taken = set(function.params) - {UID}
+    taken = set(function.params) - BOUND
     if not (taken - set(function.defaults) <= keys <= taken):
         raise not_found(function.name, keys, post, function)
     values = {}
     for name in function.params:
         if name == UID:
             values[name] = who.user_id
+        elif name == HEADERS:
+            values[name] = json.dumps({header.lower(): value for header, value in headers})
         else:
             value = given[name] if name in given else function.defaults[name]
             values[name] = json.dumps(value) if isinstance(value, dict | list) else value
@@ -81,7 +87,7 @@ def not_found(name, keys, post, function=None):
         if best[0] >= NAME_SIMILARITY:
             hint = f"Perhaps you meant to call the function public.{best[1]}"
     else:
-        taken = "(" + ", ".join(sorted(p for p in function.params if p != UID)) + ")"
+        taken = "(" + ", ".join(sorted(p for p in function.params if p not in BOUND)) + ")"
         if similarity(f"({listed})", taken) >= PARAMS_SIMILARITY:
             hint = f"Perhaps you meant to call the function {qualified}{taken}"
     return APIError(

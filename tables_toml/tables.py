@@ -93,7 +93,7 @@ def _function(name, entry, source):
         raise ConfigError(f"{where}: writes must be true or false")
     params = tuple(sa.text(sql).compile().params)  # the :names SQLAlchemy will bind
     defaults = entry.get("defaults", {})
-    if not isinstance(defaults, dict) or not set(defaults) <= set(params) - {"uid"}:
+    if not isinstance(defaults, dict) or not set(defaults) <= set(params) - {"uid", "request_headers"}:
         raise ConfigError(f"{where}: defaults must be a table of values for the :names of its sql")
     table = entry.get("table")
     if table is not None and (not isinstance(table, str) or returns not in ("rows", "one") or writes):

@@ -304,3 +304,47 @@ def test_a_rows_result_takes_casts_new_operators_and_aggregates(make_rest, table
     scalar = rest.anon.post("/rest/v1/rpc/item_count", headers={"Prefer": "count=exact"})
     assert scalar.json == 5 and scalar.headers["Content-Range"] == "0-0/1"  # PostgREST's one result
     assert rest.anon.post("/rest/v1/rpc/item_count").headers["Content-Range"] == "0-0/*"
+
+
+TRACE_HEADERS = {
+    "sqlite": "json_extract(:request_headers, '$.{}')",
+    "mysql": "JSON_UNQUOTE(JSON_EXTRACT(:request_headers, '$.{}'))",
+}
+
+
+def trace_function(backend):
+    """supabase-js's get_req_trace_headers, written in tables.toml for `backend`."""
+    extract = TRACE_HEADERS[backend]
+    columns = ", ".join(
+        f"{extract.format(name)} AS {name}" for name in ("traceparent", "tracestate", "baggage")
+    )
+    return (
+        f'\n[functions.get_req_trace_headers]\nsql = "SELECT {columns}"\nexecute = "anon"\nreturns = "one"\n'
+    )
+
+
+def test_a_function_reads_the_requests_headers(make_rest, tables_toml, tmp_path, backend):
+    """:request_headers is the request's headers as a JSON object, names in lower case (PostgREST's
+    current_setting('request.headers')): supabase-js's trace propagation test reads traceparent
+    back through such a function."""
+    config = tmp_path / "with-headers.toml"
+    config.write_text(tables_toml + FUNCTIONS + trace_function(backend))
+    rest = make_rest(TABLES_CONFIG=str(config))
+    traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    sent = {"traceparent": traceparent, "TraceState": "sb=v:1", **SDK}
+    for call in (rest.anon.post, rest.anon.get):
+        response = call("/rest/v1/rpc/get_req_trace_headers", headers=sent)
+        assert response.status_code == 200, response.json
+        assert response.json == {"traceparent": traceparent, "tracestate": "sb=v:1", "baggage": None}
+
+
+def test_request_headers_cannot_be_given_as_an_argument(make_rest, tables_toml, tmp_path, backend):
+    config = tmp_path / "with-headers.toml"
+    config.write_text(tables_toml + FUNCTIONS + trace_function(backend))
+    rest = make_rest(TABLES_CONFIG=str(config))
+    forged = '{"traceparent": "forged"}'
+    for response in (
+        rest.anon.post("/rest/v1/rpc/get_req_trace_headers", json={"request_headers": forged}, headers=SDK),
+        rest.anon.get(f"/rest/v1/rpc/get_req_trace_headers?request_headers={forged}", headers=SDK),
+    ):
+        assert response.status_code == 400 and response.json["code"] == "PGRST202", response.json

@@ -1,0 +1,115 @@
+"""/metrics and the JSON log of a real `python wsgi.py` with WORKERS=2: the counts of every worker,
+each request once, and a log of JSON objects that holds none of the secrets the run used."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import requests
+from prometheus_client.parser import text_string_to_metric_families
+
+from auth import tokens
+from support import SECRET, free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.slow
+
+
+def counted(base, key):
+    response = requests.get(f"{base}/metrics", headers={"Authorization": f"Bearer {key}"}, timeout=10)
+    assert response.status_code == 200, response.text
+    found = {}
+    for family in text_string_to_metric_families(response.text):
+        for sample in family.samples:
+            if sample.name == "minibase_http_requests_total":
+                found[(sample.labels["api"], sample.labels["status"])] = sample.value
+    return found
+
+
+@pytest.mark.parametrize("realtime", ["off", "on"])
+def test_two_workers_count_every_request_once_and_log_json_without_secrets(database_url, tmp_path, realtime):
+    port = free_port()
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "JWT_SECRET": SECRET,
+        "PORT": str(port),
+        "WORKERS": "2",
+        "THREADS": "4",
+        "REALTIME": realtime,
+        "METRICS": "on",
+        "LOG_FORMAT": "json",
+        "RATE_LIMITS": "off",
+        "STORAGE_ROOT": str(tmp_path / "storage"),
+        "BCRYPT_ROUNDS": "4",
+    }
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    log = tmp_path / "stderr.log"
+    anon, service = tokens.api_key("anon", SECRET), tokens.api_key("service_role", SECRET)
+    password = "served-" + uuid.uuid4().hex
+    base = f"http://127.0.0.1:{port}"
+    with log.open("w") as stderr:
+        server = subprocess.Popen(
+            [sys.executable, "wsgi.py"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=stderr
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if requests.get(f"{base}/live", timeout=(1, 10)).status_code == 200:
+                    break
+            except requests.ConnectionError:
+                assert time.monotonic() < deadline and server.poll() is None, log.read_text()
+                time.sleep(0.1)
+        before = counted(base, service)
+        key = {"apikey": anon}
+        signup = requests.post(
+            f"{base}/auth/v1/signup",
+            json={"email": "w@example.com", "password": password},
+            headers=key,
+            timeout=10,
+        )
+        assert signup.status_code == 200
+        session = signup.json()
+        sent_rest = 40
+        with requests.Session() as pooled, requests.Session() as other:  # two connections: both workers
+            for n in range(sent_rest):
+                client = pooled if n % 2 else other
+                assert client.get(f"{base}/rest/v1/?apikey={anon}", timeout=10).status_code == 200
+        for _ in range(7):
+            bearer = {**key, "Authorization": "Bearer nope"}
+            assert requests.get(f"{base}/auth/v1/user", headers=bearer, timeout=10).status_code in (401, 403)
+        user = requests.get(
+            f"{base}/auth/v1/user",
+            headers={**key, "Authorization": f"Bearer {session['access_token']}"},
+            timeout=10,
+        )
+        assert user.status_code == 200
+        for refused in ({}, {"apikey": anon}, {"Authorization": f"Bearer {session['access_token']}"}):
+            assert requests.get(f"{base}/metrics", headers=refused, timeout=10).status_code in (401, 403)
+        after = counted(base, service)
+        moved = {label: after.get(label, 0) - before.get(label, 0) for label in set(after) | set(before)}
+        assert moved[("rest", "2xx")] == sent_rest
+        assert moved[("auth", "2xx")] == 2  # the sign-up and the user read
+        assert moved[("auth", "4xx")] == 7
+        assert moved[("other", "4xx")] == 3  # the refused reads of /metrics
+        assert moved[("other", "2xx")] == 1  # the first scrape; the second counts after it answers
+        server.terminate()
+        assert server.wait(timeout=40) == 0
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait(timeout=10)
+    lines = log.read_text().splitlines()
+    assert len(lines) > sent_rest
+    secrets = [password, session["access_token"], session["refresh_token"], anon, service, SECRET]
+    for line in lines:
+        assert isinstance(json.loads(line), dict), line
+        assert not [secret for secret in secrets if secret in line], line
+    workers = {json.loads(line).get("request_id") for line in lines if "minibase.requests" in line}
+    assert len(workers) > sent_rest  # a request id per request
