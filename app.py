@@ -20,7 +20,7 @@ from extensions import Minibase, cors, db, limiter, migrate
 from live import topics
 from models import users_table
 from rest import policies, reflection
-from runtime import cli
+from runtime import cli, traces
 from storage import buckets
 
 MIGRATIONS = config.ROOT / "migrations"
@@ -124,6 +124,8 @@ def create_app(test_config=None):
     cli.register(app)
 
     connections.init_app(app)
+    with app.app_context():
+        traces.init_app(app, [engine for engine in (db.engine, app.extensions["minibase"].reads) if engine])
     mail.warn_if_not_configured(app)
     mail.check_templates(app)
     with app.app_context():

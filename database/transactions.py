@@ -68,6 +68,9 @@ _alongside = contextvars.ContextVar("minibase_alongside", default=None)
 _deadline = contextvars.ContextVar("minibase_database_deadline", default=None)  # time.monotonic()
 # Whether the running attempt sent a statement that commits by itself (`execute`, alone).
 _committing_alone = contextvars.ContextVar("minibase_committing_alone", default=False)
+# A span around a statement run straight on a DBAPI connection (SQL, database name) -> a context
+# manager: set by runtime.traces when tracing is on; None costs nothing.
+statement_spans = None
 COMMITS, ROLLS_BACK = "commits", "rolls back"  # what the running unit of work does at its end
 
 
@@ -336,7 +339,7 @@ def _execute_alone(engine, statement, values):
         connection = engine.raw_connection()
         cursor = connection.cursor()
         _committing_alone.set(True)
-        cursor.execute(statement.sql, parameters)
+        _run_statement(cursor, statement.sql, parameters, dialect)
         return cursor.lastrowid
     except dialect.loaded_dbapi.Error as exc:
         lost = connection is not None and dialect.is_disconnect(exc, connection.dbapi_connection, cursor)
@@ -354,6 +357,13 @@ def _execute_alone(engine, statement, values):
             connection.close()  # back to the pool: nothing to roll back (autocommit)
 
 
+def _run_statement(cursor, sql, parameters, dialect):
+    if statement_spans is None:
+        return cursor.execute(sql, parameters)
+    with statement_spans(sql, dialect.name):
+        return cursor.execute(sql, parameters)
+
+
 def _execute(statement, values):
     """`statement` on the session's connection, inside the unit of work's transaction, as
     session.execute would, without its per-execution work. Errors are SQLAlchemy's: a lost
@@ -368,7 +378,7 @@ def _execute(statement, values):
         deadline = pooled.info.get("deadline")
         if deadline is not None:
             deadline.start()
-        cursor.execute(statement.sql, parameters)
+        _run_statement(cursor, statement.sql, parameters, dialect)
         return cursor.lastrowid
     except dialect.loaded_dbapi.Error as exc:
         lost = dialect.is_disconnect(exc, pooled.dbapi_connection, cursor)
@@ -477,7 +487,7 @@ def run_prepared(engine, values, *statements, own=None):
             parameters = bound_parameters(statement, values)
             if deadline is not None:
                 deadline.start()
-            cursor.execute(statement.sql, parameters)
+            _run_statement(cursor, statement.sql, parameters, dialect)
             results.append(_rows(statement, cursor.fetchall(), cursor.description, dialect))
         cursor.close()
     except dialect.loaded_dbapi.Error as exc:
