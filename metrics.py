@@ -175,18 +175,32 @@ def stored(method, received, sent):
 
 def exposition():
     """(the text of every series, its content type), every worker's counts added up."""
-    from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+    from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+    return generate_latest(_collected()), CONTENT_TYPE_LATEST
+
+
+def samples():
+    """Every sample now, every worker's added up: {(sample name, ((label, value), …)): value}."""
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in _collected().collect()
+        for sample in family.samples
+    }
+
+
+def _collected():
+    """The registry to read: this process's, or under WORKERS one that reads every worker's files."""
     if _registry is None:
         raise RuntimeError("metrics are not enabled")
     folder = os.environ.get(MULTIPROCESS_DIR)
     if not folder:
-        return generate_latest(_registry), CONTENT_TYPE_LATEST
-    from prometheus_client import multiprocess
+        return _registry
+    from prometheus_client import CollectorRegistry, multiprocess
 
     registry = CollectorRegistry()
     multiprocess.MultiProcessCollector(registry, path=folder)
-    return generate_latest(registry), CONTENT_TYPE_LATEST
+    return registry
 
 
 def process_exited(pid):

@@ -307,3 +307,34 @@ def deadlock():
     import pymysql
 
     return sa.exc.OperationalError("UPDATE", {}, pymysql.err.OperationalError(1213, "Deadlock found"))
+
+
+# --- the dashboard's figures
+
+
+def test_the_health_figures_come_from_the_metrics(make_app, anon_key, monkeypatch):
+    import collections
+
+    from dashboard import figures
+
+    monkeypatch.setattr(figures, "_readings", collections.deque(maxlen=figures.KEPT))
+    app = failing_app(make_app, METRICS=True)
+    api = Api(app, anon_key)
+    with app.app_context():
+        figures.figures()  # the reading the next one is taken against
+    for _ in range(3):
+        assert api.get("/rest/v1/").status_code == 200
+    assert api.get("/rest/v1/boom").status_code == 500
+    with app.app_context():
+        shown = figures.figures()
+    assert shown.error_rate == 0.25 and shown.request_rate > 0 and shown.p95_seconds > 0
+    assert shown.realtime_sockets == 0 and shown.webhook_backlog == 0
+
+
+def test_the_95th_percentile_is_prometheus_histogram_quantile():
+    from dashboard import figures
+
+    buckets = {0.1: 50.0, 0.5: 90.0, 1.0: 100.0, float("inf"): 100.0}
+    assert figures._quantile(0.95, buckets) == pytest.approx(0.75)
+    assert figures._quantile(0.95, {0.1: 0.0, float("inf"): 0.0}) is None
+    assert figures._quantile(0.95, {0.1: 1.0, float("inf"): 10.0}) == 0.1  # past the last bound

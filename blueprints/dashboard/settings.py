@@ -1,11 +1,12 @@
 """The dashboard's Settings page: whether the database, SMTP, Redis and storage answer, the migration
-version, and the effective settings with every secret masked."""
+version, the service's figures from its metrics, and the effective settings with every secret
+masked."""
 
 from blueprints.dashboard.base import bp, page
-from dashboard import health
+from dashboard import figures, health
 
 
 @bp.get("/settings")
 def settings_page():
     return page("settings.html", checks=health.checks(), version=health.migration_version(),
-                settings=health.effective_settings())  # fmt: skip
+                figures=figures.figures(), settings=health.effective_settings())  # fmt: skip
