@@ -338,3 +338,29 @@ def test_the_95th_percentile_is_prometheus_histogram_quantile():
     assert figures._quantile(0.95, buckets) == pytest.approx(0.75)
     assert figures._quantile(0.95, {0.1: 0.0, float("inf"): 0.0}) is None
     assert figures._quantile(0.95, {0.1: 1.0, float("inf"): 10.0}) == 0.1  # past the last bound
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "statuses"),
+    [
+        ("POST", "/metrics", {405}),
+        ("DELETE", "/ready", {405}),
+        ("PUT", "/live", {405}),
+        ("GET", "/metrics/..", {404}),
+        ("GET", "/metrics%00", {404}),
+        ("GET", "/%2e%2e/metrics", {404}),
+        ("GET", "/metrics/\u00e9", {404}),
+        ("GET", "/ready?apikey=" + "x" * 5000, {200}),
+    ],
+)
+def test_hostile_requests_to_the_probes_and_metrics(make_app, method, path, statuses):
+    client = make_app(METRICS=True).test_client()
+    response = client.open(path, method=method)
+    assert response.status_code in statuses, response.get_data(as_text=True)
+    assert b"minibase_http" not in response.data and "X-Request-Id" in response.headers
+
+
+def test_a_body_past_the_limit_to_metrics_is_refused_without_the_figures(make_app):
+    client = make_app(METRICS=True).test_client()
+    response = client.post("/metrics", data=b"x" * (2 * 1024 * 1024))
+    assert response.status_code in (405, 413) and b"minibase_http" not in response.data
