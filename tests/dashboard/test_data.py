@@ -184,6 +184,7 @@ def test_settings_shows_health_and_masks_secrets(admin_page):
     expect(health.get_by_role("row", name=re.compile("^Storage reachable"))).to_be_visible()
     newest = max(path.name[:4] for path in MIGRATIONS.glob("[0-9][0-9][0-9][0-9]_*.py"))
     expect(health.get_by_role("row", name=re.compile(f"^Migrations at {newest}"))).to_be_visible()
+    expect(admin_page.get_by_role("region", name="Figures")).to_contain_text("set METRICS=on")
     text = admin_page.locator("main").inner_text()
     assert SECRET not in text and "JWT_SECRET" in text
     expect(admin_page.get_by_role("row", name=re.compile("^JWT_SECRET ••••••$"))).to_be_visible()
