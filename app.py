@@ -12,7 +12,7 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 import config
 import metrics
 import tables_toml
-from auth import mail, signing_keys
+from auth import mail, signing_keys, tokens
 from blueprints import gateway, responses
 from blueprints.request import Request
 from database import connections, migration_lock, transactions
@@ -20,6 +20,7 @@ from extensions import Minibase, cors, db, limiter, migrate
 from live import topics
 from models import users_table
 from rest import policies, reflection
+from runner import service
 from runtime import cli, traces
 from storage import buckets
 
@@ -107,7 +108,18 @@ def create_app(test_config=None):
         tables_toml=tables_toml.load(app.config["TABLES_CONFIG"], app.config["USERS_TABLE"])
     )
 
-    from blueprints import admin, auth, dashboard, health, not_offered, realtime, rest, resumable, storage
+    from blueprints import (
+        admin,
+        auth,
+        dashboard,
+        functions,
+        health,
+        not_offered,
+        realtime,
+        rest,
+        resumable,
+        storage,
+    )
 
     app.register_blueprint(health.bp)
     app.register_blueprint(auth.bp)
@@ -117,6 +129,9 @@ def create_app(test_config=None):
     app.register_blueprint(storage.bp)
     app.register_blueprint(resumable.bp)
     app.register_blueprint(realtime.bp)
+    if app.config["FUNCTIONS"]:
+        app.register_blueprint(functions.bp)
+        app.extensions["minibase"].function_runner = service.Functions(app.config, function_environment(app))
     if app.config["DASHBOARD"]:
         app.register_blueprint(dashboard.bp)
     gateway.init_app(app)
@@ -141,6 +156,18 @@ def create_app(test_config=None):
             app.extensions["minibase"].database_ready = False
             app.before_request(wait_for_database)
     return app
+
+
+def function_environment(app):
+    """What every function gets under Supabase's names: the project's keys and database URL
+    (SUPABASE_URL is where the serving socket listens, found at the first call)."""
+    secret = app.config["JWT_SECRET"]
+    return {
+        "SUPABASE_URL": app.config["API_EXTERNAL_URL"],
+        "SUPABASE_ANON_KEY": tokens.api_key("anon", secret),
+        "SUPABASE_SERVICE_ROLE_KEY": tokens.api_key("service_role", secret),
+        "SUPABASE_DB_URL": app.config["DATABASE_URL"],
+    }
 
 
 def only_with_origin(app):

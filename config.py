@@ -229,6 +229,16 @@ VARIABLES = {
     # Backups (docs/operations.md): where archives go, and how many are kept there.
     "BACKUP_TO": ("instance/backups", _text),
     "BACKUP_KEEP": ("7", _integer),
+    # Functions (docs/functions.md): Python modules run in worker processes under limits.
+    "FUNCTIONS": ("on", _boolean),
+    "FUNCTIONS_DIR": ("functions", _text),
+    "FUNCTIONS_ENV_FILE": (None, _text),
+    "FUNCTIONS_TIMEOUT": ("150", _seconds),
+    "FUNCTIONS_MEMORY": ("256MB", lambda n, v: _size(n, v)),
+    "FUNCTIONS_CPU": ("10", lambda n, v: _integer(n, v, 1)),  # CPU seconds per call
+    "FUNCTIONS_CONCURRENCY": ("0", _integer),  # calls at once per process; 0: half of THREADS
+    "FUNCTIONS_MAX_CALLS": ("1000", lambda n, v: _integer(n, v, 1)),  # a worker's calls before it is replaced
+    "FUNCTIONS_MAX_BODY": ("10MB", lambda n, v: _size(n, v)),
 }
 
 # Third-party sign-in (docs/auth.md): GoTrue's EXTERNAL_<PROVIDER>_* names. URL is the provider's
@@ -356,6 +366,10 @@ def flask_settings(settings):
     if tables is None and (ROOT / "tables.toml").exists():
         tables = str(ROOT / "tables.toml")
     storage_root = Path(settings["STORAGE_ROOT"])
+    functions_dir = Path(settings["FUNCTIONS_DIR"])
+    env_file = settings["FUNCTIONS_ENV_FILE"]
+    if env_file and not Path(env_file).is_file():
+        raise ConfigError(f"FUNCTIONS_ENV_FILE must name a file of NAME=value lines: {env_file} is not one")
     if settings["STORAGE_BACKEND"] == "s3" and not settings["S3_BUCKET"]:
         raise ConfigError("STORAGE_BACKEND=s3 needs S3_BUCKET (and S3_ENDPOINT unless it is AWS)")
     for provider in PROVIDERS:
@@ -376,6 +390,7 @@ def flask_settings(settings):
         "DATABASE_URL": url,
         "TABLES_CONFIG": tables,
         "STORAGE_ROOT": str(storage_root if storage_root.is_absolute() else ROOT / storage_root),
+        "FUNCTIONS_DIR": str(functions_dir if functions_dir.is_absolute() else ROOT / functions_dir),
         "SQLALCHEMY_DATABASE_URI": url,
         "SQLALCHEMY_ENGINE_OPTIONS": engine_options(url, settings["DB_TIMEOUT"], settings["THREADS"]),
         "MAX_CONTENT_LENGTH": 1024 * 1024,

@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # for annotations only: the modules that make the state impor
     from dashboard.backups import Run
     from database.transactions import Prepared
     from live.sessions import Realtime
+    from runner.service import Functions
     from storage.files import Disk
     from storage.s3 import S3
     from tables_toml import TablesToml
@@ -61,6 +62,7 @@ class Minibase:
     mail_templates: jinja2.Environment | None = None  # the e-mails' templates (auth.mail.templates)
     buckets_synced: bool = False  # whether the declared buckets were made or updated in the database
     realtime: Realtime | None = None  # this process's Realtime server, when it serves sockets
+    function_runner: Functions | None = None  # the functions' worker pool and recent calls (runner.service)
     storage_backend: Disk | S3 | None = None  # where objects' bytes live (storage.files.backend)
     backup_run: Run | None = None  # the dashboard's backup being made, or the last one (dashboard.backups)
     # kind of rule -> storage.objects.prepared_find's statement

@@ -71,6 +71,8 @@ def which_api(error=None):
 def render(error):
     """The body for `error` in the shape of the API it belongs to."""
     api = which_api(error)
+    if api == "functions":  # Supabase's functions gateway: {"code", "message"} and sb-error-code
+        return {"code": error.error_code, "message": error.message}, error.status, error.headers
     if api == "storage":
         name = error.extra.get("error", error.error_code)
         body = {
@@ -110,6 +112,8 @@ NOT_PROVIDED = {
 def not_found(path):
     """The code and message of a 404 for a path no route serves, saying what minibase provides."""
     for prefix, service in NOT_PROVIDED.items():
+        if prefix == "/functions/v1" and "functions" in current_app.blueprints:
+            continue  # served: a path no function route takes is no function
         if path == prefix or path.startswith(prefix + "/"):
             return Rest.NOT_FOUND, f"minibase does not provide Supabase {service} ({prefix})"
     if path.startswith("/rest/v1/rpc/"):

@@ -1,5 +1,5 @@
 """Command-line administration: `flask --app app keys | create-user | deactivate-user | revoke-sessions |
-admin grant|revoke | expire-uploads | backup create|list|restore`."""
+admin grant|revoke | expire-uploads | backup create|list|restore | functions new|call`."""
 
 import json
 import secrets
@@ -15,6 +15,7 @@ from backups.archive import BackupError
 from database import transactions
 from errors import APIError
 from models import Session
+from runner import scaffold, service
 from storage import resumable
 
 
@@ -194,6 +195,47 @@ def _said(exc):
     return exc.message if isinstance(exc, APIError) else str(exc)
 
 
+@click.group("functions")
+def functions():
+    """Functions in FUNCTIONS_DIR (docs/functions.md)."""
+
+
+@functions.command("new")
+@click.argument("name")
+@with_appcontext
+def new_function(name):
+    """Write FUNCTIONS_DIR/NAME.py, a function that answers at /functions/v1/NAME."""
+    try:
+        path = scaffold.write(current_app.config["FUNCTIONS_DIR"], name)
+    except scaffold.Refused as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"wrote {path}")
+    click.echo(f"call it (make run serves it at once): curl -X POST http://{current_app.config['HOST']}:"
+               f"{current_app.config['PORT']}/functions/v1/{name} -H 'apikey: <anon key>' "
+               "-H 'Authorization: Bearer <anon key>' -d '{\"name\": \"you\"}' "
+               "-H 'Content-Type: application/json'")  # fmt: skip
+
+
+@functions.command("call")
+@click.argument("name")
+@click.option("--body", default=None, help="a JSON body to send")
+@with_appcontext
+def call_function(name, body):
+    """Call function NAME as the service and print its status, body and log lines."""
+    if current_app.extensions["minibase"].function_runner is None:
+        raise click.ClickException("FUNCTIONS is off")
+    try:
+        sent = None if body is None else json.loads(body)
+    except ValueError as exc:
+        raise click.ClickException(f"--body is not JSON: {exc}") from None
+    status, answer = service.invoke(name, sent)
+    click.echo(f"status {status}")
+    click.echo(answer.decode("utf-8", "replace"))
+    for line in service.functions().journal.recent(name)[0]["lines"]:
+        click.echo(f"| {line}")
+
+
 def register(app):
+    app.cli.add_command(functions)
     for command in (keys, create_user, deactivate_user, revoke_sessions, admin, expire_uploads, backup):
         app.cli.add_command(command)

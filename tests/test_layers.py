@@ -23,6 +23,7 @@ ABOVE = frozenset(
         "auth",
         "rest",
         "storage",
+        "runner",
         "database",
         "tools",
         "query",

@@ -139,7 +139,6 @@ def test_app_metadata_is_set_by_an_administrator_only_and_reaches_the_token(admi
     [
         ("/storage/v1/object/public/avatars/a.png", "storage", "NoSuchKey"),
         ("/graphql/v1", "rest", "PGRST125"),
-        ("/functions/v1/hello", "rest", "PGRST125"),
         ("/rest/v1/rpc/hello", "rest", "PGRST202"),
         ("/auth/v1/sigup", "auth", "not_found"),
     ],
@@ -163,7 +162,7 @@ def test_what_minibase_does_not_provide_is_a_json_404_in_that_apis_shape(api, pa
 
 
 def test_unknown_paths_answer_json_over_http(live_server):
-    for path in ("/graphql/v1", "/functions/v1/x", "/nothing/here"):
+    for path in ("/graphql/v1", "/nothing/here"):
         response = requests.get(live_server + path, timeout=10)
         assert response.status_code == 404
         assert response.headers["Content-Type"] == "application/json"

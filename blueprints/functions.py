@@ -1,0 +1,138 @@
+"""/functions/v1/NAME[/any/sub/path]: the request handed to function NAME's worker as the client
+sent it, and the function's answer sent back as it made it (runner.service). The gateway has
+checked the apikey; here `verify_jwt` (on unless the function's config.toml says otherwise) wants a
+valid bearer token before the function runs, as Supabase's relay does."""
+
+import jwt
+from flask import Blueprint, current_app, request
+
+from auth.identity import api_key_role, identify
+from blueprints.gateway import bearer_token
+from config import ConfigError
+from errors import APIError
+from runner import service
+
+bp = Blueprint("functions", __name__, url_prefix="/functions/v1")
+METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+
+
+@bp.route("/<name>", methods=METHODS)
+@bp.route("/<name>/<path:rest>", methods=METHODS)
+def invoke(name, rest=None):
+    runner = service.functions()
+    if not runner.exists(name):
+        return answer(service.failed("NOT_FOUND"))
+    try:
+        limits = runner.limits(name)
+    except ConfigError as exc:
+        current_app.logger.error("%s", exc)
+        return answer(service.failed("BOOT_ERROR"))
+    caller = the_caller(limits.verify_jwt)
+    body = read_body(current_app.config["FUNCTIONS_MAX_BODY"])
+    asked = {
+        "method": request.method,
+        "url": request.url,
+        "path": request.path.removeprefix(bp.url_prefix),
+        "query": [[key, value] for key, value in request.args.items(multi=True)],
+        "headers": [[key, value] for key, value in request.headers.items()],
+        "body": body,
+    }
+    return answer(runner.call(name, asked, caller, own_url()))
+
+
+def answer(result):
+    response = current_app.response_class(result.body, status=result.status, headers=result.headers)
+    if not isinstance(result.body, bytes):
+        response.direct_passthrough = True  # streamed as the worker sends it
+    return response
+
+
+def unauthorized(code, message):
+    """verify_jwt's 401, as the relay in front of Supabase's functions answers it (x-relay-error:
+    supabase-js's FunctionsRelayError, never the function's own error)."""
+    return APIError(
+        401, code, message, headers={"sb-error-code": code, "x-relay-error": "true"}, api="functions"
+    )
+
+
+def the_caller(verify):
+    """The caller's role, user id and claims (api.Caller's fields). With `verify` a missing or bad
+    bearer token is a 401; without, it is the apikey's role."""
+    apikey = request.headers.get("apikey") or request.args.get("apikey")
+    try:
+        token = bearer_token()
+    except APIError:
+        token = None
+        if verify:
+            raise unauthorized("UNAUTHORIZED_INVALID_JWT_FORMAT", "Invalid JWT") from None
+    if token is None:
+        if verify:
+            raise unauthorized("UNAUTHORIZED_NO_AUTH_HEADER", "Missing authorization header")
+        return {"role": api_key_role(apikey) or "anon", "apikey": apikey}
+    try:
+        return {**verified(token), "token": token, "apikey": apikey}
+    except APIError:
+        if verify:
+            raise unauthorized("UNAUTHORIZED_INVALID_JWT", "Invalid JWT") from None
+        return {"role": api_key_role(apikey) or "anon", "apikey": apikey}
+
+
+def verified(token):
+    """The caller behind a valid token: an API key, a user's live session, or another token signed
+    with JWT_SECRET that names no session (Supabase's relay accepts any token signed with the
+    project's secret), whose role is then anon or authenticated, never more. A 401 APIError else."""
+    role = api_key_role(token)
+    if role is not None:
+        return {"role": role, "claims": claims_of(token) or {"role": role}}
+    try:
+        who = identify(token)
+    except APIError:
+        try:
+            claims = jwt.decode(token, current_app.config["JWT_SECRET"], algorithms=["HS256"],
+                                options={"verify_aud": False})  # fmt: skip
+        except jwt.PyJWTError:
+            raise unauthorized("UNAUTHORIZED_INVALID_JWT", "Invalid JWT") from None
+        if "session_id" in claims:  # a user's token whose session has ended
+            raise
+        role = "authenticated" if claims.get("role") == "authenticated" else "anon"
+        return {"role": role, "claims": claims}
+    return {"role": who.role, "user_id": who.user_id, "claims": claims_of(token)}
+
+
+def claims_of(token):
+    """The claims of a token verified already, or {} for a key that is no JWT (sb_…)."""
+    try:
+        return jwt.decode(token, options={"verify_signature": False})
+    except jwt.PyJWTError:
+        return {}
+
+
+def read_body(limit):
+    """The request's body, or a 413 past `limit` bytes."""
+    length = request.content_length
+    if length is not None and length > limit:
+        raise too_large(limit)
+    data = request.stream.read(limit + 1 if length is None else length)  # None: chunked, or no body
+    if len(data) > limit:
+        raise too_large(limit)
+    return data
+
+
+def too_large(limit):
+    message = f"The request body is larger than {limit} bytes"
+    return APIError(
+        413, "REQUEST_TOO_LARGE", message, headers={"sb-error-code": "REQUEST_TOO_LARGE"}, api="functions"
+    )
+
+
+def own_url():
+    """Where this server answers, for a function's SUPABASE_URL: HOST and the port the request came in
+    on (never the client's Host header, which would send the service key wherever a client pointed
+    it; waitress's SERVER_NAME is a reverse lookup of HOST, which need not resolve back)."""
+    environ = request.environ.get("werkzeug.proxy_fix.orig", request.environ)
+    host = current_app.config["HOST"]
+    if host in ("", "0.0.0.0", "::"):
+        host = "127.0.0.1"
+    if ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{environ.get('SERVER_PORT') or current_app.config['PORT']}"

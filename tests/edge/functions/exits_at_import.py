@@ -1,0 +1,5 @@
+"""Exits while it is imported."""
+
+import sys
+
+sys.exit(1)

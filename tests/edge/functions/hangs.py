@@ -1,0 +1,7 @@
+"""Never answers."""
+
+import time
+
+
+def handler(request, caller):
+    time.sleep(3600)

@@ -1,0 +1,6 @@
+"""Spins the CPU and never answers."""
+
+
+def handler(request, caller):
+    while True:
+        pass
