@@ -1,13 +1,16 @@
 """/functions/v1/NAME[/any/sub/path]: the request handed to function NAME's worker as the client
-sent it, and the function's answer sent back as it made it (runner.service). The gateway has
-checked the apikey; here `verify_jwt` (on unless the function's config.toml says otherwise) wants a
-valid bearer token before the function runs, as Supabase's relay does."""
+sent it, and the function's answer sent back as it made it (runner.service).
+
+Who may call is the function's to say, as at Supabase, whose gateway checks no apikey on this path:
+`verify_jwt` (on unless the function's config.toml says otherwise) wants a valid bearer token (a
+key or a user's token) before the function runs; off, anyone may call, as Stripe or GitHub post a
+webhook with no key. An apikey that is sent must be valid either way."""
 
 import jwt
 from flask import Blueprint, current_app, request
 
 from auth.identity import api_key_role, identify
-from blueprints.gateway import bearer_token
+from blueprints.gateway import bearer_token, refuse_secret_key_in_browser
 from config import ConfigError
 from errors import APIError
 from runner import service
@@ -56,25 +59,34 @@ def unauthorized(code, message):
 
 
 def the_caller(verify):
-    """The caller's role, user id and claims (api.Caller's fields). With `verify` a missing or bad
-    bearer token is a 401; without, it is the apikey's role."""
+    """The caller's role, user id and claims (api.Caller's fields). An apikey, when sent, must be
+    valid. With `verify` the bearer token must be valid, or it is a 401 before the function runs;
+    without, anyone may call (a Stripe or GitHub webhook sends no key), as the apikey's role or anon."""
     apikey = request.headers.get("apikey") or request.args.get("apikey")
+    key_role = None
+    if apikey:
+        key_role = api_key_role(apikey)
+        if key_role is None:
+            raise unauthorized("UNAUTHORIZED_INVALID_API_KEY", "Invalid API key")
+        refuse_secret_key_in_browser(apikey, request)
+    unverified = {"role": key_role or "anon", "apikey": apikey}
     try:
         token = bearer_token()
     except APIError:
-        token = None
         if verify:
             raise unauthorized("UNAUTHORIZED_INVALID_JWT_FORMAT", "Invalid JWT") from None
+        return unverified
     if token is None:
         if verify:
             raise unauthorized("UNAUTHORIZED_NO_AUTH_HEADER", "Missing authorization header")
-        return {"role": api_key_role(apikey) or "anon", "apikey": apikey}
+        return unverified
     try:
+        refuse_secret_key_in_browser(token, request)
         return {**verified(token), "token": token, "apikey": apikey}
     except APIError:
         if verify:
             raise unauthorized("UNAUTHORIZED_INVALID_JWT", "Invalid JWT") from None
-        return {"role": api_key_role(apikey) or "anon", "apikey": apikey}
+        return unverified
 
 
 def verified(token):

@@ -22,7 +22,7 @@ from database import transactions
 from errors import REFUSED_BY_SERVER, APIError, Auth, Rest, Storage, bad_jwt, no_authorization, storage_error
 from extensions import client_ip
 
-PROTECTED_PREFIXES = ("/auth/v1", "/rest/v1", "/storage/v1", "/realtime/v1", "/functions/v1")
+PROTECTED_PREFIXES = ("/auth/v1", "/rest/v1", "/storage/v1", "/realtime/v1")
 # Reached by a browser from a link in a mail or a provider's redirect, which cannot add a header:
 # open without a key, as at Supabase's gateway.
 # The public signing keys are public: anyone verifying a token fetches them, without a key.

@@ -22,7 +22,6 @@ from runner import wire
 
 log = logging.getLogger("minibase.functions")
 IDLE_SECONDS = 300  # an idle worker older than this is let go at the next call
-IDLE_PER_FUNCTION = 2  # idle workers kept per function
 REAP_SECONDS = 5  # how long a killed worker is waited for
 # Python's allocator keeps an arena per thread, each reserving 64 MB of address space: two keep a
 # function's threads from using up its address-space limit without allocating anything.
@@ -123,16 +122,12 @@ class Pool:
             worker.kill()
         return found
 
-    def give_back(self, worker, max_calls):
+    def give_back(self, worker, max_calls, keep):
         """Keep `worker` idle for its next call, unless it has served `max_calls` or its function keeps
-        enough idle ones already."""
+        `keep` idle ones already (its concurrency: as many as may be busy at once)."""
         worker.used_at = time.monotonic()
         with self.lock:
-            if (
-                not self.closed
-                and worker.calls < max_calls
-                and len(self.idle[worker.key]) < IDLE_PER_FUNCTION
-            ):
+            if not self.closed and worker.calls < max_calls and len(self.idle[worker.key]) < keep:
                 self.idle[worker.key].append(worker)
                 return
         worker.kill()

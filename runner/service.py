@@ -205,7 +205,7 @@ class Call:
         if self.worker is not None:
             if reusable:
                 self.worker.calls += 1
-                functions.pool.give_back(self.worker, functions.max_calls)
+                functions.pool.give_back(self.worker, functions.max_calls, self.limits.concurrency)
             else:
                 self.worker.kill()
         functions.pool.leave(self.name)

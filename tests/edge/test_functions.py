@@ -271,11 +271,30 @@ def other_secret_token(role="anon"):
     return jwt.encode({"role": role, "iss": "minibase"}, "another-secret-of-at-least-32-characters!", "HS256")
 
 
-def test_without_an_apikey_the_gateway_refuses(base):
-    response = requests.post(f"{base}/functions/v1/hello", timeout=10)
-    assert response.status_code == 401 and response.json()["message"] == "No API key found in request"
+def test_with_verify_jwt_on_a_call_without_a_valid_key_or_token_never_reaches_the_function(base, anon_key):
+    nothing = requests.post(f"{base}/functions/v1/hello", timeout=10)
+    assert nothing.status_code == 401 and nothing.headers["sb-error-code"] == "UNAUTHORIZED_NO_AUTH_HEADER"
     forged = requests.post(f"{base}/functions/v1/hello", headers={"apikey": other_secret_token()}, timeout=10)
     assert forged.status_code == 401 and forged.json()["message"] == "Invalid API key"
+    forged = {"Authorization": f"Bearer {other_secret_token()}"}
+    forged_bearer = requests.post(f"{base}/functions/v1/hello", headers=forged, timeout=10)
+    assert forged_bearer.status_code == 401 and forged_bearer.json()["message"] == "Invalid JWT"
+    # a valid bearer without an apikey is a call, as at Supabase (functions-js sends no apikey)
+    bearer_only = requests.post(f"{base}/functions/v1/hello", headers={"Authorization": f"Bearer {anon_key}"},
+                                timeout=10)  # fmt: skip
+    assert bearer_only.text == "Hello World"
+
+
+def test_a_secret_key_from_a_browser_is_refused(served):
+    base, _ = served(SECRET_KEYS=json.dumps({"default": "sb_secret_" + "s" * 30}))
+    secret = "sb_secret_" + "s" * 30
+    browser = {"User-Agent": "Mozilla/5.0", "apikey": secret, "Authorization": f"Bearer {secret}"}
+    assert requests.post(f"{base}/functions/v1/whoami", headers=browser, timeout=10).status_code == 401
+    server = {"apikey": secret, "Authorization": f"Bearer {secret}"}
+    assert (
+        requests.post(f"{base}/functions/v1/whoami", headers=server, timeout=10).json()["role"]
+        == "service_role"
+    )
 
 
 def test_verify_jwt_wants_a_valid_bearer_before_the_function_runs(base, anon_key, caplog):
@@ -296,9 +315,12 @@ def test_verify_jwt_wants_a_valid_bearer_before_the_function_runs(base, anon_key
     assert call(base, "hello", anon_key, token=custom).text == "Hello World"
 
 
-def test_with_verify_jwt_off_anyone_with_the_apikey_may_call(base, anon_key):
-    plain = requests.post(f"{base}/functions/v1/open", headers={"apikey": anon_key}, data="x", timeout=10)
+def test_with_verify_jwt_off_anyone_may_call(base, anon_key, service_key):
+    """A Stripe webhook: no key, no token; a bad token is no reason to refuse, and gives no role."""
+    plain = requests.post(f"{base}/functions/v1/open", data="x", timeout=10)
     assert plain.status_code == 200 and plain.json() == {"role": "anon", "body": "x"}
+    keyed_call = requests.post(f"{base}/functions/v1/open", headers={"apikey": service_key}, timeout=10)
+    assert keyed_call.json()["role"] == "service_role"
     bad = call(base, "open", anon_key, token=other_secret_token("service_role"))
     assert bad.status_code == 200 and bad.json()["role"] == "anon"
 
