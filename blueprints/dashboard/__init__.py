@@ -1,5 +1,12 @@
 """/dashboard: the blueprint (base.py: who may enter, the headers of every page) and its pages, one
 module per section."""
 
-from blueprints.dashboard import backups, pages, settings, storage, tables  # noqa: F401 (their routes join it)
+from blueprints.dashboard import (  # noqa: F401 (their routes join it)
+    backups,
+    functions,
+    pages,
+    settings,
+    storage,
+    tables,
+)
 from blueprints.dashboard.base import bp  # noqa: F401

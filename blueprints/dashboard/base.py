@@ -69,6 +69,7 @@ NAV = [
     ("dashboard.users_page", "Users"),
     ("dashboard.tables_page", "Tables"),
     ("dashboard.storage_page", "Storage"),
+    ("dashboard.functions_page", "Functions"),
     ("dashboard.audit_page", "Audit log"),
     ("dashboard.backups_page", "Backups"),
     ("dashboard.settings_page", "Settings"),
@@ -80,6 +81,7 @@ SECTIONS = {
     "bucket": "Storage",
     "settings": "Settings",
     "backup": "Backups",
+    "functions": "Functions",
 }
 
 password_schema = PasswordGrantSchema()
