@@ -58,10 +58,11 @@ format: $(VENV)/.dev-deps ## ruff format and ruff check --fix
 	.venv-bench/bin/pip install --quiet --disable-pip-version-check -r requirements-bench.txt
 	touch $@
 
-bench: $(VENV)/.dev-deps .venv-bench/.deps ## every figure: reads, sign-in, storage, Realtime, MariaDB, php-crud-api beside it, and the Galera cluster when galera-4 is installed (needs wrk)
+bench: $(VENV)/.dev-deps .venv-bench/.deps ## every figure: reads, sign-in, storage, Realtime, functions, MariaDB, php-crud-api beside it, and the Galera cluster when galera-4 is installed (needs wrk)
 	@command -v wrk >/dev/null || { echo "make bench needs wrk: apt-get install wrk"; exit 1; }
 	$(BIN)/python tools/bench.py
 	$(BIN)/python tools/bench_realtime.py
+	$(BIN)/python tools/bench_functions.py
 	@if [ -e /usr/lib/galera/libgalera_smm.so ]; then $(BIN)/python tools/bench_galera.py; \
 	else echo "(galera-4 is not installed: no cluster figures; apt-get install galera-4 redis-server)"; fi
 
