@@ -286,7 +286,7 @@ def test_with_verify_jwt_on_a_call_without_a_valid_key_or_token_never_reaches_th
 
 
 def test_a_secret_key_from_a_browser_is_refused(served):
-    base, _ = served(SECRET_KEYS=json.dumps({"default": "sb_secret_" + "s" * 30}))
+    base, _ = served(SECRET_KEYS={"default": "sb_secret_" + "s" * 30})
     secret = "sb_secret_" + "s" * 30
     browser = {"User-Agent": "Mozilla/5.0", "apikey": secret, "Authorization": f"Bearer {secret}"}
     assert requests.post(f"{base}/functions/v1/whoami", headers=browser, timeout=10).status_code == 401
