@@ -466,3 +466,21 @@ def test_a_function_calls_the_table_api_as_its_caller_or_as_the_service(
     }
     anonymous = call(base, "asks", anon_key).json()
     assert anonymous["caller"][1] == [] or anonymous["caller"][0] in (401, 403)
+
+
+@pytest.mark.slow  # uvicorn, as `python wsgi.py` serves with Realtime on
+def test_under_uvicorn_a_stream_arrives_piece_by_piece_and_a_hang_is_a_504(make_app, anon_key):
+    from support import serve_with_realtime
+
+    app = make_app(FUNCTIONS_DIR=str(FUNCTIONS))
+    port, stop = serve_with_realtime(app)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        with call(base, "stream?n=6", anon_key, method="GET", stream=True) as response:
+            arrived = [(time.monotonic(), piece) for piece in response.iter_content(chunk_size=None)]
+        assert len(arrived) >= 3 and arrived[-1][0] - arrived[0][0] >= 0.15
+        assert_failure(call(base, "hangs", anon_key), 504, "IDLE_TIMEOUT")
+        assert call(base, "hello", anon_key).text == "Hello World"
+    finally:
+        stop()
+        app.extensions["minibase"].function_runner.close()
