@@ -22,6 +22,7 @@ from database import transactions
 from errors import REFUSED_BY_SERVER, APIError, Auth, Rest, Storage, bad_jwt, no_authorization, storage_error
 from extensions import client_ip
 
+FUNCTIONS_PREFIX = "/functions/v1/"
 PROTECTED_PREFIXES = ("/auth/v1", "/rest/v1", "/storage/v1", "/realtime/v1")
 # Reached by a browser from a link in a mail or a provider's redirect, which cannot add a header:
 # open without a key, as at Supabase's gateway.
@@ -112,8 +113,11 @@ def after(response):
 def answer_preflight(asked):
     """before_request: a browser's CORS preflight is answered 200 on every path, served or not, so
     that the request it precedes is sent and the app reads minibase's JSON answer to it (a 404
-    saying what is not provided) instead of "Failed to fetch". flask-cors adds the CORS headers."""
+    saying what is not provided) instead of "Failed to fetch". flask-cors adds the CORS headers. A
+    function's own preflight is its view's to answer (blueprints/functions.py)."""
     if asked.method == "OPTIONS" and "Access-Control-Request-Method" in asked.headers:
+        if asked.path.startswith(FUNCTIONS_PREFIX) and "functions" in current_app.blueprints:
+            return None
         return current_app.response_class(status=200)
     return None
 

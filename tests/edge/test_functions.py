@@ -348,14 +348,24 @@ def test_a_body_past_the_limit_is_413(served, anon_key):
     assert chunked.status_code == 413
 
 
-def test_a_preflight_is_answered_with_cors_headers(base):
-    response = requests.options(
-        f"{base}/functions/v1/hello",
-        headers={"Origin": "https://app.example.com", "Access-Control-Request-Method": "POST",
-                 "Access-Control-Request-Headers": "authorization,apikey,x-client-info,content-type"},
-        timeout=10,
-    )  # fmt: skip
+PREFLIGHT = {"Origin": "https://app.example.com", "Access-Control-Request-Method": "POST",
+             "Access-Control-Request-Headers": "authorization,apikey,x-client-info,content-type"}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ["hello", "nothing_here", "raises"])
+def test_a_preflight_is_answered_with_cors_origins_unless_the_function_answers_it(base, name):
+    response = requests.options(f"{base}/functions/v1/{name}", headers=PREFLIGHT, timeout=10)
     assert response.status_code == 200 and response.headers["Access-Control-Allow-Origin"] == "*"
+    assert "authorization" in response.headers["Access-Control-Allow-Headers"]
+
+
+def test_a_function_that_answers_cors_itself_is_heard(base, anon_key):
+    preflight = requests.options(f"{base}/functions/v1/cors", headers=PREFLIGHT, timeout=10)
+    assert preflight.status_code == 200 and preflight.text == "ok"
+    assert preflight.headers["Access-Control-Allow-Origin"] == "https://only.example.com"
+    assert preflight.headers["Access-Control-Allow-Headers"] == "x-own"
+    answered = call(base, "cors", anon_key, headers={"Origin": "https://app.example.com"})
+    assert answered.headers["Access-Control-Allow-Origin"] == "https://only.example.com"
 
 
 # --- supabase-py
