@@ -1,7 +1,11 @@
 """functions-js's `mirror`: the request back as JSON (url, method, headers, body), its body read as
-the `response-type` header says (json, form, blob, arrayBuffer, or text)."""
+the `response-type` header says (json, form, blob, arrayBuffer, or text). Deno's original labels
+its JSON text/plain when the body is read as text, which functions-js then hands back as a string
+where its own specs expect the object: here JSON is labelled JSON. A body read as a blob or an
+arrayBuffer is answered as application/octet-stream, as the original does."""
 
 import json
+import os
 
 
 def handler(request, caller):
@@ -18,9 +22,13 @@ def handler(request, caller):
         content_type = "application/octet-stream"
     else:
         body = request.text()
-        content_type = "text/plain"
+    url = request.url
+    origin = os.environ.get("DENO_ORIGIN")
+    if origin:  # behind functions-js's relay a function saw this origin, and no /functions/v1
+        query = request.url.partition("?")[2]
+        url = origin + request.path + (f"?{query}" if query else "")
     answer = {
-        "url": request.url or "empty",
+        "url": url or "empty",
         "method": request.method or "empty",
         "headers": [[name.lower(), value] for name, value in request.headers.items()],
         "body": body if body is not None else "empty",
