@@ -146,8 +146,9 @@ class Call:
                 return self.finish(None, failed(code), lines)
         request = {key: value for key, value in self.request.items() if key != "body"}
         try:
-            wire.say(self.worker.conn, call={**request, "caller": self.caller})
-            wire.send(self.worker.conn, self.request["body"] or b"")
+            body = self.request["body"] or b""
+            wire.say(self.worker.conn, call={**request, "caller": self.caller}, length=len(body))
+            wire.send(self.worker.conn, body)
         except OSError:
             return self.finish(False, self.death(), [])
         said = self.hear()

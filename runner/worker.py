@@ -213,6 +213,18 @@ async def _awaited(awaitable):
     return await awaitable
 
 
+def receive_body(conn, length):
+    """The request's body: the pieces the service sends until `length` bytes (one empty piece for
+    none)."""
+    pieces, received = [], 0
+    while True:
+        _, piece = wire.hear(conn)
+        pieces.append(piece)
+        received += len(piece)
+        if received >= length:
+            return b"".join(pieces)
+
+
 def main(fd):
     conn = wire.Channel.from_fd(fd)
     lines = Lines()
@@ -231,7 +243,7 @@ def main(fd):
     while True:
         try:
             is_control, call = wire.hear(conn)
-            _, body = wire.hear(conn)
+            body = receive_body(conn, call["length"])
         except (EOFError, OSError):
             return  # the service let this worker go
         limit_cpu(told["cpu"])
