@@ -140,6 +140,7 @@ def claims_of(token):
 
 def read_body(limit):
     """The request's body, or a 413 past `limit` bytes."""
+    request.max_content_length = limit  # FUNCTIONS_MAX_BODY, not the other APIs' MAX_CONTENT_LENGTH
     length = request.content_length
     if length is not None and length > limit:
         raise too_large(limit)

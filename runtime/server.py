@@ -119,13 +119,14 @@ def refusal(app, error, method, path, headers):
 
 def body_limit(limits, path):
     """(the largest body a request to `path` may have, the HTTP error for one larger), from the app's
-    `limits`: an upload to storage takes STORAGE_FILE_SIZE_LIMIT and its form's other fields, the
-    rest MAX_CONTENT_LENGTH."""
+    `limits`: an upload to storage takes STORAGE_FILE_SIZE_LIMIT and its form's other fields, a call
+    of a function FUNCTIONS_MAX_BODY, the rest MAX_CONTENT_LENGTH."""
     if path.startswith("/storage/"):
         limit = limits["STORAGE_FILE_SIZE_LIMIT"]
         error = RequestEntityTooLarge(OBJECT_TOO_LARGE)
         return limit + FORM_BYTES, error
-    limit = limits["MAX_CONTENT_LENGTH"]
+    functions = path.startswith("/functions/v1/") and limits.get("FUNCTIONS_MAX_BODY")
+    limit = functions or limits["MAX_CONTENT_LENGTH"]
     return limit, RequestEntityTooLarge(f"The request body exceeds the limit of {limit} bytes")
 
 
@@ -251,7 +252,8 @@ class Server(TcpWSGIServer):
 
 
 def limits_of(app):
-    return {name: app.config[name] for name in ("STORAGE_FILE_SIZE_LIMIT", "MAX_CONTENT_LENGTH")}
+    names = ("STORAGE_FILE_SIZE_LIMIT", "MAX_CONTENT_LENGTH", "FUNCTIONS_MAX_BODY")
+    return {name: app.config.get(name) for name in names}
 
 
 def make_server(app, host, port, threads, sockets=None):
@@ -268,7 +270,9 @@ def make_server(app, host, port, threads, sockets=None):
         cleanup_interval=CLEANUP_INTERVAL,
         ident="minibase",
         # waitress buffers a body before the app sees it: past the largest upload (and its form), stop.
-        max_request_body_size=app.config["STORAGE_FILE_SIZE_LIMIT"] + FORM_BYTES,
+        max_request_body_size=max(
+            app.config["STORAGE_FILE_SIZE_LIMIT"] + FORM_BYTES, app.config.get("FUNCTIONS_MAX_BODY") or 0
+        ),  # fmt: skip
         recv_bytes=RECV_BYTES,
         **proxies,
     )

@@ -340,6 +340,8 @@ def test_hostile_names_are_404_and_import_nothing(base, anon_key, name, caplog):
 
 
 def test_a_body_past_the_limit_is_413(served, anon_key):
+    big, _ = served(FUNCTIONS_MAX_BODY=2_000_000)
+    assert len(call(big, "mirror", anon_key, data=b"x" * 1_500_000).json()["body"]) == 1_500_000
     base, _ = served(FUNCTIONS_MAX_BODY=1000)
     assert call(base, "mirror", anon_key, data=b"x" * 1000).status_code == 200
     too_big = call(base, "mirror", anon_key, data=b"x" * 1001)
@@ -482,7 +484,7 @@ def test_a_function_calls_the_table_api_as_its_caller_or_as_the_service(
 def test_under_uvicorn_a_stream_arrives_piece_by_piece_and_a_hang_is_a_504(make_app, anon_key):
     from support import serve_with_realtime
 
-    app = make_app(FUNCTIONS_DIR=str(FUNCTIONS))
+    app = make_app(FUNCTIONS_DIR=str(FUNCTIONS), FUNCTIONS_MAX_BODY=3_000_000)
     port, stop = serve_with_realtime(app)
     base = f"http://127.0.0.1:{port}"
     try:
@@ -491,6 +493,10 @@ def test_under_uvicorn_a_stream_arrives_piece_by_piece_and_a_hang_is_a_504(make_
         assert len(arrived) >= 3 and arrived[-1][0] - arrived[0][0] >= 0.15
         assert_failure(call(base, "hangs", anon_key), 504, "IDLE_TIMEOUT")
         assert call(base, "hello", anon_key).text == "Hello World"
+        # FUNCTIONS_MAX_BODY, not the other APIs' 1 MB, bounds a function's body
+        big = call(base, "mirror", anon_key, data=b"x" * 2_500_000, headers={"response-type": "blob"})
+        assert big.status_code == 200 and len(big.json()["body"]) == 2_500_000
+        assert call(base, "mirror", anon_key, data=b"x" * 3_000_001).status_code == 413
     finally:
         stop()
         app.extensions["minibase"].function_runner.close()
