@@ -1,7 +1,7 @@
 """functions-js's own jest specs (hello, params, errors, timeout, hijack) against minibase:
 `python tools/functions_js_suite.py [CHECKOUT]`, where CHECKOUT is a clone of
 github.com/supabase/supabase-js at the tag tests/js/package.json pins (v2.109.0); without one, that
-tag's source is downloaded from GitHub once into tests/js/functions-js/source/.
+tag's source is downloaded from GitHub once into tests/js/functions-js/.source/.
 
 The specs run unchanged. What they ran against is replaced: test/relay/container.ts (a Docker
 container with Deno's relay) by tests/js/functions-js/relay.ts, which starts `python wsgi.py` with
@@ -32,7 +32,7 @@ def source(checkout=None):
     """The supabase-js source: `checkout`, or the tag's archive, downloaded once."""
     if checkout:
         return Path(checkout)
-    kept = SUITE / "source" / TAG
+    kept = SUITE / ".source" / TAG  # hidden: the docs' link checks walk the project
     if not (kept / PACKAGE / "package.json").exists():
         with urllib.request.urlopen(ARCHIVE, timeout=120) as answer:  # noqa: S310 - a fixed https URL
             data = answer.read()
@@ -56,9 +56,9 @@ def install():
 
 
 def prepare(checkout):
-    """The package copied under tests/js/functions-js/work (its node_modules found up the tree), its
+    """The package copied under tests/js/functions-js/.work (its node_modules found up the tree), its
     relay replaced by minibase, jest configured."""
-    work = SUITE / "work"
+    work = SUITE / ".work"  # hidden: the docs' link checks walk the project
     shutil.rmtree(work, ignore_errors=True)
     package = work / PACKAGE
     shutil.copytree(checkout / PACKAGE, package, ignore=shutil.ignore_patterns("node_modules", "dist"))

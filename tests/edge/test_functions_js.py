@@ -1,7 +1,7 @@
 """functions-js's own specs (hello, params, errors, timeout, hijack), unchanged, against minibase with
 their four test functions written in Python (tests/edge/functions): tools/functions_js_suite.py.
 The supabase-js source is FUNCTIONS_JS_CHECKOUT (a clone at v2.109.0) or the tag's archive,
-downloaded once into tests/js/functions-js/source/."""
+downloaded once into tests/js/functions-js/.source/."""
 
 import os
 import shutil
