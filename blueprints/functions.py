@@ -62,8 +62,17 @@ def answers_cors(result):
     )
 
 
+# The connection's own headers are the server's to write (a WSGI server refuses them from an app), and
+# the length is what is sent, not what a function says it is.
+NOT_THE_FUNCTIONS = frozenset(
+    {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer", "trailers",
+     "transfer-encoding", "upgrade", "content-length"}
+)  # fmt: skip
+
+
 def answer(result):
-    response = current_app.response_class(result.body, status=result.status, headers=result.headers)
+    headers = [(k, v) for k, v in result.headers if k.lower() not in NOT_THE_FUNCTIONS]
+    response = current_app.response_class(result.body, status=result.status, headers=headers)
     if not isinstance(result.body, bytes):
         response.direct_passthrough = True  # streamed as the worker sends it
     return response

@@ -78,6 +78,13 @@ def test_every_method_reaches_the_function_with_query_and_sub_path(base, anon_ke
     assert mirrored["body"] == ("body" if method != "GET" else mirrored["body"])
 
 
+def test_the_function_s_headers_go_back_but_the_connection_s_own(base, anon_key):
+    response = call(base, "headers", anon_key)
+    assert response.status_code == 200 and response.text == "four"
+    assert response.headers["X-Own"] == "kept" and response.headers["Set-Cookie"] == "a=1"
+    assert response.headers["Content-Length"] == "4" and "Upgrade" not in response.headers
+
+
 def test_other_methods_are_405(base, anon_key):
     assert call(base, "hello", anon_key, method="TRACE").status_code == 405
 
