@@ -165,14 +165,6 @@ def answered(path, status, seconds):
         children[2].inc()
 
 
-def stored(method, received, sent):
-    """Count a storage request's bytes: an upload's body in, a download's out."""
-    if method in ("POST", "PUT", "PATCH"):
-        STORAGE_BYTES_IN.inc(received or 0)
-    elif method == "GET":
-        STORAGE_BYTES_OUT.inc(sent or 0)
-
-
 def exposition():
     """(the text of every series, its content type), every worker's counts added up."""
     from prometheus_client import CONTENT_TYPE_LATEST, generate_latest

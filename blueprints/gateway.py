@@ -52,6 +52,9 @@ BROWSER_AGENT = "Mozilla/"
 # Query parameters whose values are secrets: the log shows that they were sent, not what they were.
 SECRET_PARAMETERS = frozenset({"apikey", "access_token", "refresh_token", "token", "token_hash", "password"})
 
+# The GETs that answer with an object's bytes, but /object/info/ (its row), counted in the metrics.
+DOWNLOADS = ("/storage/v1/object/", "/storage/v1/render/image/")
+
 # A request id a trusted proxy may hand on (X-Request-Id): printable, no spaces, not too long.
 REQUEST_ID = re.compile(r"[\x21-\x7e]{1,200}")
 
@@ -293,8 +296,13 @@ def log_request(response, asked):
     took = time.perf_counter() - started if started is not None else 0.0
     status = response.status_code
     metrics.answered(asked.path, status, took)
-    if status < 300 and metrics.enabled() and asked.path.startswith("/storage/"):
-        metrics.stored(asked.method, asked.content_length, response.content_length)
+    if (
+        status in (200, 206)
+        and asked.method == "GET"
+        and asked.path.startswith(DOWNLOADS)
+        and not asked.path.startswith("/storage/v1/object/info/")
+    ):
+        metrics.STORAGE_BYTES_OUT.inc(response.content_length or 0)  # an object's bytes, or its range
     if (made := getattr(context, "request_id", None)) is None:
         made = context.request_id = str(uuid.uuid4())  # before() did not run: a refused request
     response.headers["X-Request-Id"] = made

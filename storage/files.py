@@ -15,6 +15,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+import metrics
 from config import setting
 from errors import Storage, object_too_large, storage_error
 from extensions import state
@@ -101,7 +102,13 @@ def receive(stream, limit, directory):
     a 413 past `limit` bytes, a 400 when the client's body cannot be read (it hung up or stalled
     halfway), a 503 when the disk cannot take it, and no file left behind when anything goes wrong.
     A Spool, the whole body the server received into `directory` with its md5, is taken as it is,
-    without a copy."""
+    without a copy. Its bytes count in metrics.STORAGE_BYTES_IN."""
+    received = _receive(stream, limit, directory)
+    metrics.STORAGE_BYTES_IN.inc(received.size)
+    return received
+
+
+def _receive(stream, limit, directory):
     if isinstance(stream, Spool):
         return stream.take(limit, directory)
     fd, path = _temporary(directory)

@@ -364,3 +364,58 @@ def test_a_body_past_the_limit_to_metrics_is_refused_without_the_figures(make_ap
     client = make_app(METRICS=True).test_client()
     response = client.post("/metrics", data=b"x" * (2 * 1024 * 1024))
     assert response.status_code in (405, 413) and b"minibase_http" not in response.data
+
+
+def moved(before, after, name, **labels):
+    key = (name, tuple(sorted(labels.items())))
+    return after.get(key, 0) - before.get(key, 0)
+
+
+def test_storage_bytes_in_and_out_are_counted(make_app, tmp_path, service_key):
+    config = tmp_path / "buckets.toml"
+    config.write_text('[buckets.files]\nselect = "anon"\ninsert = "anon"\n')
+    app = make_app(METRICS=True, TABLES_CONFIG=str(config), STORAGE_ROOT=str(tmp_path / "storage"))
+    service, client = Api(app, service_key), app.test_client()
+    before = scrape(client, apikey=service_key)
+    sent = bytes(range(256)) * 4
+    uploaded = service.post(
+        "/storage/v1/object/files/a.bin", data=sent, headers={"Content-Type": "text/plain"}
+    )
+    assert uploaded.status_code == 200, uploaded.json
+    assert service.get("/storage/v1/object/files/a.bin", buffered=True).data == sent
+    part = service.get("/storage/v1/object/files/a.bin", headers={"Range": "bytes=0-99"}, buffered=True)
+    assert part.status_code == 206 and len(part.data) == 100
+    assert service.get("/storage/v1/object/info/files/a.bin").status_code == 200  # its row: not counted
+    assert service.get("/storage/v1/object/files/none.bin").status_code in (400, 404)
+    after = scrape(client, apikey=service_key)
+    assert moved(before, after, "minibase_storage_bytes_in_total") == len(sent)
+    assert moved(before, after, "minibase_storage_bytes_out_total") == len(sent) + 100
+
+
+def test_hook_calls_and_failures_are_counted(make_app, anon_key, service_key):
+    from hook_server import HOOK_SECRET, HookServer
+
+    hook = HookServer()
+    try:
+        settings = {
+            "HOOK_CUSTOM_ACCESS_TOKEN_ENABLED": True,
+            "HOOK_CUSTOM_ACCESS_TOKEN_URI": hook.url,
+            "HOOK_CUSTOM_ACCESS_TOKEN_SECRETS": HOOK_SECRET,
+        }
+        app = make_app(METRICS=True, **settings)
+        api, client = Api(app, anon_key), app.test_client()
+        before = scrape(client, apikey=service_key)
+        hook.answer = lambda payload: (200, "application/json", b'{"claims": %s}' % hook_claims(payload))
+        assert api.sign_up(email="hooked@example.com")["access_token"]
+        hook.answer = lambda payload: (500, "text/plain", b"down")
+        assert api.sign_in(email="hooked@example.com").status_code >= 400
+        after = scrape(client, apikey=service_key)
+    finally:
+        hook.stop()
+    calls = moved(before, after, "minibase_hook_calls_total", hook="custom_access_token")
+    assert calls == len(hook.calls) >= 2
+    assert moved(before, after, "minibase_hook_failures_total", hook="custom_access_token") == 1
+
+
+def hook_claims(payload):
+    return json.dumps(payload["claims"]).encode()
