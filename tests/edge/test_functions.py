@@ -336,7 +336,7 @@ def test_with_verify_jwt_off_anyone_may_call(base, anon_key, service_key):
     "name",
     ["..", "%2e%2e", "%2E%2E/hello", "..%2fhello", "hello%00", "hello%00.py", "h%C3%A9llo", "hello.py",
      "HELLO", "%EF%BD%88ello", "_shared", "-hello", "config", "config.toml", ".", "%2e", "x" * 300,
-     "..%2f..%2fapp", "%2fetc%2fpasswd"],
+     "..%2f..%2fapp", "%2fetc%2fpasswd", ".env", "%2eenv", "config.toml%00"],
 )  # fmt: skip
 def test_hostile_names_are_404_and_import_nothing(base, anon_key, name, caplog):
     caplog.set_level("INFO", logger="minibase.functions")
