@@ -13,7 +13,7 @@ def handler(request, caller):
     this minibase's APIs as the caller, runner.api.service() as the service."""
     sent = request.json() if request.content_type == "application/json" else None
     name = (sent or {{}}).get("name") or request.query.get("name") or "world"
-    print(f"{name} greeted by {{caller.role}}")  # in the service's log and on the dashboard
+    print(f"{{name}} greeted by {{caller.role}}")  # in the service's log and on the dashboard
     return {{"message": f"Hello {{name}}!"}}
 '''
 

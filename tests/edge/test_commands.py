@@ -13,6 +13,13 @@ pytestmark = pytest.mark.parametrize("backend", ["sqlite"])
 def test_new_writes_a_function_that_answers_and_call_runs_it(make_app, tmp_path, anon_key):
     directory = tmp_path / "functions"
     app = make_app(FUNCTIONS_DIR=str(directory))
+    try:
+        check_new_and_call(app, directory, tmp_path, anon_key)
+    finally:
+        app.extensions["minibase"].function_runner.close()
+
+
+def check_new_and_call(app, directory, tmp_path, anon_key):
     runner = app.test_cli_runner()
     made = runner.invoke(args=["functions", "new", "greet"])
     assert made.exit_code == 0 and (directory / "greet.py").exists(), made.output
@@ -30,7 +37,6 @@ def test_new_writes_a_function_that_answers_and_call_runs_it(make_app, tmp_path,
         assert answer.json() == {"message": "Hello Bo!"}
     finally:
         stop()
-        app.extensions["minibase"].function_runner.close()
 
 
 def test_functions_off_removes_the_api(make_app, anon_key):
