@@ -9,6 +9,7 @@ webhook with no key. An apikey that is sent must be valid either way."""
 import jwt
 from flask import Blueprint, current_app, request
 
+import metrics
 from auth.identity import api_key_role, identify
 from blueprints.gateway import bearer_token, refuse_secret_key_in_browser
 from config import ConfigError
@@ -71,6 +72,9 @@ NOT_THE_FUNCTIONS = frozenset(
 
 
 def answer(result):
+    """The function's answer, or the runner's on its behalf (not found, boot error, a limit), counted
+    in metrics.FUNCTION_CALLS."""
+    metrics.FUNCTION_CALLS.labels(f"{result.status // 100}xx").inc()
     headers = [(k, v) for k, v in result.headers if k.lower() not in NOT_THE_FUNCTIONS]
     response = current_app.response_class(result.body, status=result.status, headers=headers)
     if not isinstance(result.body, bytes):

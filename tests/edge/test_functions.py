@@ -507,3 +507,26 @@ def test_under_uvicorn_a_stream_arrives_piece_by_piece_and_a_hang_is_a_504(make_
     finally:
         stop()
         app.extensions["minibase"].function_runner.close()
+
+
+def test_function_calls_are_counted_by_status_class(served, anon_key, service_key):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    base, _ = served(METRICS=True)
+
+    def counted():
+        text = requests.get(f"{base}/metrics", headers={"apikey": service_key}, timeout=10).text
+        return {
+            sample.labels["status"]: sample.value
+            for family in text_string_to_metric_families(text)
+            for sample in family.samples
+            if sample.name == "minibase_function_calls_total"
+        }
+
+    before = counted()
+    for name in ("hello", "hello", "raises", "no_such_function"):
+        call(base, name, anon_key)
+    after = counted()
+    assert after.get("2xx", 0) - before.get("2xx", 0) == 2
+    assert after.get("5xx", 0) - before.get("5xx", 0) == 1
+    assert after.get("4xx", 0) - before.get("4xx", 0) == 1
