@@ -3,6 +3,7 @@ each request once, and a log of JSON objects that holds none of the secrets the 
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -18,6 +19,10 @@ from support import SECRET, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
+
+
+def children(pid):
+    return {int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()}
 
 
 def counted(base, key):
@@ -99,6 +104,16 @@ def test_two_workers_count_every_request_once_and_log_json_without_secrets(datab
         assert moved[("auth", "4xx")] == 7
         assert moved[("other", "4xx")] == 3  # the refused reads of /metrics
         assert moved[("other", "2xx")] == 1  # the first scrape; the second counts after it answers
+        # A worker killed and replaced: what it counted stays counted, once.
+        workers = children(server.pid)
+        os.kill(min(workers), signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while len(children(server.pid) - workers) < 1 or len(children(server.pid)) < 2:
+            assert time.monotonic() < deadline, "the dead worker was not replaced"
+            time.sleep(0.1)
+        again = counted(base, service)
+        for label in (("rest", "2xx"), ("auth", "2xx"), ("auth", "4xx"), ("other", "4xx")):
+            assert again[label] == after[label], label
         server.terminate()
         assert server.wait(timeout=40) == 0
     finally:
