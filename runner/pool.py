@@ -4,7 +4,15 @@ died, failed or left threads or files behind. No thread of the pool's own stands
 and its worker: whatever a call waits for, it waits for on its own thread, bounded by its timeout.
 
 Calls at once are bounded per process (`limit`) and per function (its `concurrency`), so that
-functions never hold every thread of the server: past either bound a call is refused at once."""
+functions never hold every thread of the server: past either bound a call is refused at once.
+
+Why not pebble or loky, both well kept: each runs a task to one pickled result, so a stream cannot
+pass through, and unpickling what a worker sends lets the operator's code run in the service; each
+keeps threads of its own (pebble three) that a request's future waits on; pebble forks the
+service's process by default (its threads, its database connections) and loky starts slowly.
+Measured in one process on the shared 2 cores at load average 21: a warm call of a trivial function
+0.12 ms (pebble), 0.38 ms (loky), 0.21 ms (here); the first call 35 ms (pebble, by fork), 912 ms
+(loky), 242 ms (here: a new interpreter that imports only runner.api and runner.wire)."""
 
 import atexit
 import logging
