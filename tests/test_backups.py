@@ -266,6 +266,8 @@ def test_a_round_trip_keeps_every_user_session_row_and_object(
     )
     api = Api(restored, service.anon_key)
     assert api.get("/health").status_code == 200
+    ready = api.get("/ready")  # the database answers and is at the migrations' head
+    assert ready.status_code == 200, ready.json
     for email, password in PASSWORDS.items():
         assert api.sign_in(email, password).status_code == 200, email
     refreshed = api.post("/auth/v1/token?grant_type=refresh_token", json={"refresh_token": service.refresh})
