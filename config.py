@@ -199,6 +199,8 @@ VARIABLES = {
         "1000",
         lambda n, v: _integer(n, v, 10),
     ),  # unread messages before a socket is closed
+    # how often the tokens of signed-in channels are verified again: a logout or a ban is seen within it
+    "REALTIME_RECHECK_SECONDS": ("2", _seconds),
     # E-mail: confirmation, recovery, magic links, one-time codes (README: Password reset and e-mail).
     "MAILER_AUTOCONFIRM": ("true", _boolean),
     # A password change from a session older than 24 hours needs a mailed nonce (GET /reauthenticate).

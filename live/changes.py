@@ -12,7 +12,6 @@ import sqlite3
 import time
 from dataclasses import dataclass
 
-from errors import APIError
 from extensions import db
 from live import capture, changelog, delivery
 from rest import policies, reflection
@@ -115,7 +114,7 @@ def _as(value, text):
 
 def subscribe(wanted, who, captured):
     """The Subscriptions of a join's `postgres_changes`, each for a table whose changes are
-    captured and that `who` may read; Refused otherwise. In the app's context."""
+    captured and that some token could read (_check_table); Refused otherwise. In the app's context."""
     if not isinstance(wanted, list):
         raise Refused(unable({}))
     found = []
@@ -142,13 +141,14 @@ def subscribe(wanted, who, captured):
 
 
 def _check_table(name, who, captured, params):
+    """Refused: a table not opted in, not captured, or that no token could read (its select rule is
+    service_role's). Any other is joined whatever `who` is: apps join before their session is back
+    and send the user's token after, and each change is judged with the token held when it comes."""
     policy = policies.policies().get(name)
     if policy is None or not policy.realtime or captured.get(name, "") is not None:
         raise Refused(unable(params))
-    try:
-        policies.authorize(policy, "select", who)
-    except APIError:
-        raise Refused(unable(params)) from None
+    if policy.rules["select"] == "service_role" and who.role != "service_role":
+        raise Refused(unable(params))
 
 
 def _parse_filter(subscription, params):
@@ -166,19 +166,6 @@ def _parse_filter(subscription, params):
     else:
         values = (text,)
     subscription.column, subscription.operator, subscription.values = column, operator, values
-
-
-def still_readable(subscriptions, who):
-    """Whether `who` (a new token's) may still read every table the subscriptions name."""
-    for subscription in subscriptions:
-        if subscription.table is None:
-            continue
-        policy = policies.policies().get(subscription.table)
-        try:
-            policies.authorize(policy, "select", who)
-        except (APIError, TypeError, KeyError):
-            return False
-    return True
 
 
 # --- the feed
@@ -264,25 +251,28 @@ class Feed:
         if time.monotonic() - self.trimmed > TRIM_SECONDS:
             self.trimmed = time.monotonic()
             await self.server.call(changelog.trim)
-        listening = [channel for channel in self.channels if channel.authorized]
+        listening = {channel: channel.who for channel in self.channels if channel.authorized}
         changes, frames, dead = await self.server.call(self.judged, _listeners(listening))
         # A channel that joined, or whose new token was being verified, while the log was read is
-        # judged too: the read may hold a change committed after its join was answered, or after its
-        # token was sent.
+        # judged (again) with what it holds now: the read may hold a change committed after its join
+        # was answered, or after its token was sent.
         deadline = time.monotonic() + RENEWAL_SECONDS
         while changes and self.renewing and time.monotonic() < deadline:
             await asyncio.sleep(LOOK_SECONDS)
-        joined = [channel for channel in self.channels - set(listening) if channel.authorized]
-        if changes and joined:
+        again = {
+            channel
+            for channel in self.channels
+            if channel.authorized and listening.get(channel, None) is not channel.who
+        }
+        if changes and again:
             try:
-                more, more_dead = await self.server.call(delivery.judge, changes, _listeners(joined))
-                frames, dead = frames + more, dead + more_dead
+                more, more_dead = await self.server.call(delivery.judge, changes, _listeners(again))
+                frames = [(channel, frame) for channel, frame in frames if channel not in again] + more
+                dead = [(channel, why) for channel, why in dead if channel not in again] + more_dead
             except Exception:  # the others' frames still go out
                 log.exception("realtime: changes could not be judged for channels that just joined")
         for channel, why in dead:
-            if channel.authorized:
-                channel.authorized = False
-                channel.system("system", "error", why)
+            self.server.lapse(channel, why)
         for channel, frame in frames:
             if channel.authorized and channel in self.channels:
                 channel.connection.send_frame(frame)

@@ -69,6 +69,12 @@ class Channel:
         self.subscriptions = []  # postgres changes: live.changes.Subscription
         self.authorized = True  # False once its token expired or was revoked, until a fresh one
         self.presence_ref = None  # the ref of what this channel tracks, when it tracks
+        self.expiry = None  # the task that ends what its token gave when the token expires
+
+    @property
+    def lapsed(self):
+        """A private channel whose token no longer holds: it neither hears nor speaks on its topic."""
+        return self.private and not self.authorized
 
     @property
     def key(self):
@@ -115,6 +121,8 @@ class Hub:
     def broadcast(self, key, payload, sender=None, relay=True):
         """`payload` ({type, event, payload} or a UserBroadcast) to every channel at `key` (a
         Channel.key) but `sender`, encoded once per serializer; and to the other instances (`relay`)."""
+        if sender is not None and sender.lapsed:
+            return
         if relay and self.bus is not None:
             self.bus.broadcast(key, payload)
         members = self.channels(key)
@@ -123,7 +131,7 @@ class Hub:
         message = Message(members[0].topic, "broadcast", payload)
         frames = {}
         for channel in members:
-            if channel is sender:
+            if channel is sender or channel.lapsed:
                 continue
             vsn = channel.connection.vsn
             if vsn not in frames:
@@ -157,6 +165,8 @@ class Hub:
         self._deliver_diff(key, diff)
 
     def track(self, channel, meta):
+        if channel.lapsed:
+            return
         refs = self.presences[channel.key].setdefault(channel.presence_key, {})
         leaves = {}
         previous = channel.presence_ref
@@ -192,7 +202,7 @@ class Hub:
 
     def _deliver_diff(self, key, payload):
         for channel in self.channels(key):
-            if channel.presence_enabled or channel.presence_ref is not None:
+            if not channel.lapsed and (channel.presence_enabled or channel.presence_ref is not None):
                 channel.push("presence_diff", payload)
 
     def close_all(self, code, reason=""):

@@ -32,10 +32,12 @@ class Realtime:
         self.max_events = config["REALTIME_MAX_EVENTS"]
         self.max_joins = config["REALTIME_MAX_JOINS"]
         self.outbox_limit = config["REALTIME_MAX_QUEUE"]
+        self.recheck_seconds = config["REALTIME_RECHECK_SECONDS"]
         self.hub = Hub()
         self.changes = changes.Feed(self)
         self.stopping = False
         self.loop = None
+        self.rechecking = None  # the task that verifies the channels' tokens again (recheck)
 
     def _in_app(self, work, args):
         with self.app.app_context():
@@ -60,11 +62,14 @@ class Realtime:
             self.hub.bus = bus.Bus(url, self.hub)
             await self.hub.bus.start()
         await self.changes.start()
+        self.rechecking = asyncio.create_task(self.recheck())
 
     async def stop(self):
         """Close every socket with 1001 (going away), and stop the change feed."""
         self.stopping = True
         self.hub.close_all(GOING_AWAY, "server shutting down")
+        if self.rechecking is not None:
+            self.rechecking.cancel()
         await self.changes.stop()
         if self.hub.bus is not None:
             await self.hub.bus.stop()
@@ -117,6 +122,69 @@ class Realtime:
             self.hub.connections.discard(connection)
             socket.leave_all()
             metrics.REALTIME_SOCKETS.dec()
+
+    def leave(self, channel):
+        """`channel` leaves its topic: no more broadcasts, presence or changes, its presence gone."""
+        if channel.expiry is not None:
+            channel.expiry.cancel()
+            channel.expiry = None
+        if channel.connection.channels.get(channel.topic) is channel:
+            del channel.connection.channels[channel.topic]
+            metrics.REALTIME_CHANNELS.dec()
+        self.changes.remove(channel)
+        self.hub.remove(channel)
+
+    def lapse(self, channel, why):
+        """The channel's token no longer holds (expired, logged out, its user banned or gone, or a new
+        token the topic's policies refuse): Supabase's system message, then what the token gave ends.
+        A public channel keeps its broadcasts and presence and gets no more changes until a fresh
+        token; a private one is closed (phx_close), as Supabase ends it: it hears and says nothing
+        more on the topic until it joins again, with a token the policies allow."""
+        if not channel.authorized or channel.connection.channels.get(channel.topic) is not channel:
+            return
+        channel.authorized = False
+        channel.system("system", "error", why)
+        if channel.private:
+            self.leave(channel)
+            channel.push("phx_close", {})
+
+    def watch_expiry(self, channel, expires):
+        """Lapse `channel` when its token expires (`expires`: a time, or None for a key's)."""
+        if channel.expiry is not None:
+            channel.expiry.cancel()
+            channel.expiry = None
+        if expires is not None:
+            channel.expiry = asyncio.create_task(self._expire(channel, expires))
+
+    async def _expire(self, channel, expires):
+        await asyncio.sleep(max(0.0, expires - time.time()))
+        channel.expiry = None
+        self.lapse(channel, f"Token has expired {max(0, int(time.time() - expires))} seconds ago")
+
+    async def recheck(self):
+        """Every REALTIME_RECHECK_SECONDS, the token of every channel a user holds is verified again,
+        with one read of their sessions for all: a logout or a ban made by any instance (or by an
+        administrator in the database) lapses the channel within that bound. A database that does
+        not answer lapses nothing (the next round tries again)."""
+        while True:
+            await asyncio.sleep(self.recheck_seconds)
+            held = [
+                (channel, channel.token)
+                for connection in tuple(self.hub.connections)
+                for channel in tuple(connection.channels.values())
+                if channel.authorized and channel.who.user_id is not None and channel.token
+            ]
+            if not held:
+                continue
+            try:
+                verdicts = await self.call(access.verify_all, {token for _, token in held})
+            except Exception:
+                log.exception("realtime: the channels' tokens could not be verified again; trying again")
+                continue
+            for channel, token in held:
+                why = verdicts.get(token)
+                if isinstance(why, str) and channel.token == token:
+                    self.lapse(channel, why)
 
 
 def _key_error(message, hint):
@@ -183,7 +251,6 @@ class Socket:
         self.hub = server.hub
         self.events = Rate(server.max_events)
         self.joins = Rate(server.max_joins)
-        self.timers = {}  # topic -> the task that ends its channel's data when its token expires
 
     async def read(self):
         while self.connection.close_code is None:
@@ -250,12 +317,11 @@ class Socket:
             return self.connection.send(protocol.reply(message, "error", {"reason": access.reason(exc)}))
         channel = Channel(self.connection, message.topic, message.join_ref, config, who, token)
         if channel.private:
-            name = channel.name
-            reason = f"Unauthorized: You do not have permissions to read from this Channel topic: {name}"
-            if not await self.server.call(topics.allowed, name, who, "select"):
+            rights = await self.server.call(topics.rights, channel.name, who)
+            may_read, channel.may_send, channel.may_track = rights
+            if not may_read:
+                reason = f"Unauthorized: {unreadable(channel)}"
                 return self.connection.send(protocol.reply(message, "error", {"reason": reason}))
-            channel.may_send = await self.server.call(topics.allowed, name, who, "insert")
-            channel.may_track = await self.server.call(topics.allowed, name, who, "insert", "presence")
         wanted = config.get("postgres_changes") or []
         try:
             subscriptions = await self.server.call(
@@ -279,17 +345,10 @@ class Socket:
             channel.push("presence_state", self.hub.presence_state(channel.key))
         if subscriptions:
             channel.system("postgres_changes", "ok", "Subscribed to PostgreSQL")
-        self.watch_expiry(channel, expires)
+        self.server.watch_expiry(channel, expires)
 
     def leave(self, channel):
-        timer = self.timers.pop(channel.topic, None)
-        if timer is not None:
-            timer.cancel()
-        if self.connection.channels.get(channel.topic) is channel:
-            del self.connection.channels[channel.topic]
-            metrics.REALTIME_CHANNELS.dec()
-        self.server.changes.remove(channel)
-        self.hub.remove(channel)
+        self.server.leave(channel)
 
     def leave_all(self):
         for channel in list(self.connection.channels.values()):
@@ -311,7 +370,7 @@ class Socket:
         payload = message.payload
         if not isinstance(payload, UserBroadcast) and not isinstance(payload.get("event"), str):
             return
-        if channel.private and not channel.may_send:
+        if channel.lapsed or channel.private and not channel.may_send:
             return
         self.hub.broadcast(channel.key, payload, sender=None if channel.self_broadcast else channel)
         if channel.ack:
@@ -321,6 +380,8 @@ class Socket:
         if self.over_limit(channel):
             return
         event = str(message.payload.get("event", "")).lower()
+        if channel.lapsed:
+            return self.connection.send(protocol.reply(message, "error", {"reason": "Unauthorized"}))
         if event == "track":
             if channel.private and not channel.may_track:
                 return self.connection.send(protocol.reply(message, "error", {"reason": "Unauthorized"}))
@@ -346,39 +407,28 @@ class Socket:
             self.server.changes.renewing.discard(channel)
 
     async def renew(self, channel, message):
+        """Judge the new token as a join would: a bad one lapses the channel; on a private channel
+        the topic's policies are judged again with it (refused: the channel lapses; allowed: what it
+        may send and track follows the new token). An API key (a signed-out app's) is the key's role."""
         token = message.payload.get("access_token")
-        if not isinstance(token, str) or token == channel.token or token.startswith("sb_"):
+        if not isinstance(token, str) or token == channel.token:
             return
         try:
             who, expires = await self.server.call(access.caller, token, self.role)
+            rights = await self.server.call(topics.rights, channel.name, who) if channel.private else None
         except APIError as exc:
             channel.token = token
-            return self.end_private_data(channel, access.reason(exc).split(": ", 1)[1])
-        if who.role != channel.who.role or who.user_id != channel.who.user_id:
-            still = await self.server.call(changes.still_readable, channel.subscriptions, who)
-            if not still:
-                return self.end_private_data(
-                    channel, f"You no longer have permission to read from this Channel topic: {channel.name}"
-                )
-        channel.who, channel.token, channel.authorized = who, token, True
-        self.watch_expiry(channel, expires)
+            return self.server.lapse(channel, exc.message)
+        if self.connection.channels.get(channel.topic) is not channel:
+            return  # left (or lapsed) while the token was verified
+        channel.token = token
+        if rights is not None and not rights[0]:
+            return self.server.lapse(channel, unreadable(channel))
+        if rights is not None:
+            channel.may_send, channel.may_track = rights[1:]
+        channel.who, channel.authorized = who, True
+        self.server.watch_expiry(channel, expires)
 
-    def end_private_data(self, channel, why):
-        """Stop what the channel's token gave it (its Postgres changes) and tell it, with Supabase's
-        system message; the socket and its other channels go on, and a fresh token resumes it."""
-        channel.authorized = False
-        channel.system("system", "error", why)
 
-    def watch_expiry(self, channel, expires):
-        timer = self.timers.pop(channel.topic, None)
-        if timer is not None:
-            timer.cancel()
-        if expires is not None:
-            self.timers[channel.topic] = asyncio.create_task(self._expire(channel, expires))
-
-    async def _expire(self, channel, expires):
-        await asyncio.sleep(max(0.0, expires - time.time()))
-        if channel.authorized:
-            self.end_private_data(
-                channel, f"Token has expired {max(0, int(time.time() - expires))} seconds ago"
-            )
+def unreadable(channel):
+    return f"You do not have permissions to read from this Channel topic: {channel.name}"

@@ -45,6 +45,15 @@ def check():
         check_compiles(statement, "tables.toml: [realtime.policies]", operation)
 
 
+def rights(topic, who):
+    """(may join and receive, may broadcast, may track presence) of `who` on the private topic."""
+    return (
+        allowed(topic, who, "select"),
+        allowed(topic, who, "insert"),
+        allowed(topic, who, "insert", "presence"),
+    )
+
+
 def allowed(topic, who, operation, extension="broadcast"):
     """Whether `who` may `operation` (select: join and receive; insert: send) on the private topic
     `topic` (its name without `realtime:`), for `extension`."""
