@@ -382,7 +382,8 @@ def node_modules():
     require(shutil.which("node") and shutil.which("npm"), "node and npm", "node 20 and npm")
     modules = JS_DIR / "node_modules"
     wanted = (modules / "@supabase" / "supabase-js", modules / "otpauth", modules / "axe-core",
-              modules / "tus-js-client", modules / "@uppy" / "tus", modules / ".bin" / "esbuild")  # fmt: skip
+              modules / "tus-js-client", modules / "@uppy" / "tus", modules / ".bin" / "esbuild",
+              modules / "realtime-js-2.9")  # fmt: skip
     with held(JS_DIR / ".npm-ci.lock"):
         if not all(path.exists() for path in wanted):
             done = subprocess.run(

@@ -6,6 +6,7 @@ import os
 import shutil
 
 import pytest
+import requests
 import sqlalchemy as sa
 from phoenix import Client
 
@@ -90,3 +91,44 @@ def test_workers_share_broadcasts_through_redis(start_server, redis, messages):
     for client in clients[1:]:
         assert client.until("broadcast")["payload"]["event"] == "e"
         client.nothing()
+
+
+PRIVATE = """
+[realtime]
+select = "authenticated"
+insert = "authenticated"
+"""
+
+
+def test_a_logout_on_one_instance_ends_the_private_channel_on_the_other(start_server, redis):
+    """The logout is made through instance one; ann's socket is on instance two, which sees it in the
+    database within REALTIME_RECHECK_SECONDS: nothing from bob reaches her through Redis any more, and
+    nothing of hers reaches bob."""
+    one = start_server(PRIVATE, REALTIME_REDIS_URL=redis.url, REALTIME_RECHECK_SECONDS="0.2")
+    two = start_server(PRIVATE, REALTIME_REDIS_URL=redis.url, REALTIME_RECHECK_SECONDS="0.2")
+    tokens = {}
+    for name in ("ann", "bob"):
+        body = {"email": f"{name}@example.com", "password": "secret-pw"}
+        answer = requests.post(
+            f"{one.base}/auth/v1/signup", json=body, headers={"apikey": one.anon}, timeout=10
+        )
+        tokens[name] = answer.json()["access_token"]
+    ann, bob = Client(two), Client(one, "2.0.0")
+    for client, name in ((ann, "ann"), (bob, "bob")):
+        reply = client.join("room", private=True, access_token=tokens[name], presence={"key": name})
+        assert reply["status"] == "ok"
+        client.until("presence_state")
+    bob.send("realtime:room", "broadcast", {"type": "broadcast", "event": "hi", "payload": {}}, "1")
+    assert ann.until("broadcast")["payload"]["event"] == "hi"
+
+    headers = {"apikey": one.anon, "Authorization": f"Bearer {tokens['ann']}"}
+    assert requests.post(f"{one.base}/auth/v1/logout", headers=headers, timeout=10).status_code == 204
+    assert ann.until("system", timeout=15)["payload"]["status"] == "error"
+    ann.until("phx_close")
+    bob.send("realtime:room", "broadcast", {"type": "broadcast", "event": "after", "payload": {}}, "1")
+    ann.send("realtime:room", "broadcast", {"type": "broadcast", "event": "ghost", "payload": {}}, "1")
+    ann.send("realtime:room", "presence", {"type": "presence", "event": "track", "payload": {}}, "1")
+    for _ in range(2):
+        assert ann.until("phx_reply")["payload"]["status"] == "error"
+    ann.nothing(0.5)
+    bob.nothing(0.5)

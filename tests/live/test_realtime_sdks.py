@@ -166,3 +166,49 @@ def test_supabase_py_postgres_changes(changes_server):
     [payload] = run_async(asyncio.wait_for(scenario(), 30))
     data = payload["data"]
     assert data["type"] == "INSERT" and data["record"] == {"id": 1, "room": 7, "body": "from python"}
+
+
+JOURNAL = """
+[tables.journal]
+select = "owner"
+insert = "owner"
+update = "owner"
+delete = "owner"
+owner_column = "user_id"
+realtime = true
+"""
+
+
+@pytest.mark.parametrize("vsn", ["1.0.0", "2.0.0"])
+def test_a_page_subscribed_before_sign_in_gets_the_users_changes(
+    node_modules, start_server, database_url, vsn
+):
+    """supabase-js subscribes with no session, signs in, and the user's inserts, updates and deletes
+    arrive with no rejoin; a reload of the signed-in page gets the next change; realtime-js 2.9
+    alone (the slack clone's), subscribed with the anon key, gets them after setAuth."""
+    engine = sa.create_engine(database_url)
+    with engine.begin() as connection:
+        connection.execute(
+            sa.text("CREATE TABLE journal (id INTEGER PRIMARY KEY, user_id INTEGER, body TEXT)")
+        )
+    engine.dispose()
+    server = start_server(JOURNAL)
+    env = {**os.environ, "MINIBASE_URL": server.base, "ANON_KEY": server.anon, "SERVICE_KEY": server.service,
+           "VSN": vsn}  # fmt: skip
+    done = subprocess.run(["node", "realtime_sign_in.mjs"], cwd=node_modules.parent, env=env,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["firstStatus"] == ["SUBSCRIBED", None] and out["whileAnonymous"] == 0
+    assert out["first"] == [
+        ["INSERT", "signed in"],
+        ["UPDATE", "edited"],
+        ["DELETE", 2],
+    ]
+    assert out["reloadedStatus"] == ["SUBSCRIBED", None] and out["reloaded"] == [["INSERT", "after reload"]]
+    assert out["oldStatus"] == ["SUBSCRIBED", None] and out["oldWhileAnonymous"] == 0
+    assert out["old"] == [
+        ["INSERT", "old client"],
+        ["UPDATE", "old client, edited"],
+        ["DELETE", out["oldId"]],
+    ]
