@@ -205,6 +205,8 @@ VARIABLES = {
     "MAILER_AUTOCONFIRM": ("true", _boolean),
     # A password change from a session older than 24 hours needs a mailed nonce (GET /reauthenticate).
     "SECURE_PASSWORD_CHANGE": ("false", _boolean),
+    # Linking and unlinking providers from a signed-in account (GoTrue's name; off, as GoTrue).
+    "SECURITY_MANUAL_LINKING_ENABLED": ("false", _boolean),
     "SMTP_HOST": (None, _text),
     "SMTP_PORT": ("587", lambda n, v: _integer(n, v, 1)),
     "SMTP_USER": (None, _text),

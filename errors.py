@@ -38,6 +38,7 @@ class Auth:
     NO_API_KEY = "no_api_key"
     NO_AUTHORIZATION = "no_authorization"
     INSUFFICIENT_AAL = "insufficient_aal"
+    MANUAL_LINKING_DISABLED = "manual_linking_disabled"
     METHOD_NOT_ALLOWED = "method_not_allowed"
     MFA_CHALLENGE_EXPIRED = "mfa_challenge_expired"
     MFA_FACTOR_NAME_CONFLICT = "mfa_factor_name_conflict"
@@ -186,8 +187,10 @@ def user_not_found(status=404):
     return APIError(status, Auth.USER_NOT_FOUND, "User not found")
 
 
-def bad_jwt(message="Invalid JWT: unable to parse or verify"):
-    return APIError(401, Auth.BAD_JWT, message)
+def bad_jwt(cause=None, message=None):
+    """GoTrue's words for a token that does not verify: its lower-case prefix, then the cause."""
+    text = "invalid JWT: unable to parse or verify signature" + (f", {cause}" if cause else "")
+    return APIError(401, Auth.BAD_JWT, message or text)
 
 
 def no_authorization():

@@ -116,7 +116,7 @@ def _claims(token):
     try:
         return tokens.decode_access_token(token, setting("JWT_KEYS"))
     except tokens.TokenError as exc:
-        raise (bad_jwt("Token has expired") if exc.expired else bad_jwt()) from None
+        raise (bad_jwt(message="Token has expired") if exc.expired else bad_jwt(exc.cause)) from None
 
 
 def _signed_in(claims, row):
@@ -125,7 +125,7 @@ def _signed_in(claims, row):
     if row is None:
         raise APIError(401, Auth.SESSION_NOT_FOUND, "Session from session_id claim in JWT does not exist")
     if row.session_user != tokens.user_id_of(claims["sub"]):
-        raise bad_jwt()
+        raise bad_jwt("its session is another user's")
     if row.user_id is None:
         raise user_not_found(401)
     if not row.active:

@@ -1,7 +1,9 @@
 """The keys access tokens are signed and verified with: JWT_SIGNING_KEYS (private JWKs, GoTrue's
-GOTRUE_JWT_KEYS form, ES256 or RS256) beside JWT_SECRET (HS256), the JWKS that publishes their public
-halves, and a new key for the operator to add."""
+GOTRUE_JWT_KEYS form: ES256, RS256, or a symmetric HS256 `oct` key) beside JWT_SECRET (HS256), the JWKS
+that publishes the asymmetric keys' public halves, and a new key for the operator to add."""
 
+import base64
+import binascii
 import json
 import uuid
 from dataclasses import dataclass, field
@@ -13,8 +15,9 @@ from jwt.algorithms import ECAlgorithm, RSAAlgorithm
 from config import ConfigError
 
 # kty -> the one algorithm a key of that type signs with here (GoTrue's choices for new projects).
-ALGORITHMS = {"EC": "ES256", "RSA": "RS256"}
+ALGORITHMS = {"EC": "ES256", "RSA": "RS256", "oct": "HS256"}
 MIN_RSA_BITS = 2048
+MIN_OCT_BYTES = 32  # an HS256 key as strong as JWT_SECRET must be
 SIGN = "sign"
 
 
@@ -36,9 +39,9 @@ class Keyring:
     verifying: dict = field(default_factory=dict)  # kid -> VerifyingKey
 
     def jwks(self):
-        """The public keys, as /.well-known/jwks.json publishes them: built from each key's public
-        half, so no private member (d, p, q, dp, dq, qi) and no symmetric secret can be in it."""
-        return {"keys": [public_jwk(key) for key in self.verifying.values()]}
+        """The public keys, as /.well-known/jwks.json publishes them: built from each asymmetric key's
+        public half, so no private member (d, p, q, dp, dq, qi) and no symmetric key (oct) is in it."""
+        return {"keys": [public_jwk(key) for key in self.verifying.values() if key.algorithm != "HS256"]}
 
 
 def public_jwk(key):
@@ -87,13 +90,9 @@ def _key(position, entry):
         raise ConfigError(f"{where} has no kid: each key needs one, which tokens name in their header")
     where = f"JWT_SIGNING_KEYS: key {kid!r}"
     kty = entry.get("kty")
-    if kty == "oct":
-        raise ConfigError(
-            f"{where} is a symmetric (oct) key: HS256 is JWT_SECRET's; list EC or RSA keys here"
-        )
     if kty not in ALGORITHMS:
         raise ConfigError(
-            f"{where} has kty {kty!r}: only EC (P-256, ES256) and RSA (RS256) keys are supported"
+            f"{where} has kty {kty!r}: only EC (P-256, ES256), RSA (RS256) and oct (HS256) keys are supported"
         )
     if kty == "EC" and entry.get("crv") != "P-256":
         raise ConfigError(f"{where} is on curve {entry.get('crv')!r}: only P-256 (ES256) is supported")
@@ -103,6 +102,8 @@ def _key(position, entry):
     ops = entry.get("key_ops", [])
     if not isinstance(ops, list) or not all(isinstance(op, str) for op in ops):
         raise ConfigError(f"{where} has key_ops that are not a list of names")
+    if kty == "oct":
+        return _symmetric_key(where, kid, entry.get("k"))
     if "d" not in entry:
         raise ConfigError(f"{where} is a public key: JWT_SIGNING_KEYS holds private keys (with d)")
     try:
@@ -112,6 +113,18 @@ def _key(position, entry):
     if kty == "RSA" and private_key.key_size < MIN_RSA_BITS:
         raise ConfigError(f"{where} has {private_key.key_size} bits: RSA keys need at least {MIN_RSA_BITS}")
     return VerifyingKey(kid, algorithm, private_key.public_key(), private_key)
+
+
+def _symmetric_key(where, kid, encoded):
+    """An HS256 key (GoTrue signs with one, as auth-js's own test server is set up): its `k` is the
+    secret itself, so it verifies and signs alike, and is never published."""
+    try:
+        secret = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4))
+    except (binascii.Error, ValueError, TypeError):
+        secret = b""
+    if len(secret) < MIN_OCT_BYTES:
+        raise ConfigError(f"{where} is an oct key without a base64url k of at least {MIN_OCT_BYTES} bytes")
+    return VerifyingKey(kid, "HS256", secret, secret)
 
 
 def generate(algorithm="ES256", kid=None):

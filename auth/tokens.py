@@ -28,6 +28,11 @@ class TokenError(Exception):
         super().__init__(message)
         self.expired = expired
 
+    @property
+    def cause(self):
+        """What was wrong, without the "invalid token: " every message starts with."""
+        return str(self).removeprefix("invalid token: ")
+
 
 def keyed_hash(text, secret):
     """What the database keeps of a secret it must recognise (a link token, a code, an auth code):

@@ -1,5 +1,7 @@
 """/auth/v1: GoTrue's wire format over the existing users table."""
 
+import functools
+
 from flask import Blueprint, current_app, redirect, request
 
 from auth import accounts, emails, external, mfa, pkce, providers, sessions
@@ -238,7 +240,20 @@ def callback():
     return redirect(url, code=302)
 
 
+def manual_linking(view):
+    """GoTrue's refusal, before anything else is looked at, while SECURITY_MANUAL_LINKING_ENABLED is off."""
+
+    @functools.wraps(view)
+    def wrapped(**kwargs):
+        if not current_app.config["SECURITY_MANUAL_LINKING_ENABLED"]:
+            raise APIError(404, Auth.MANUAL_LINKING_DISABLED, "Manual linking is disabled")
+        return view(**kwargs)
+
+    return wrapped
+
+
 @bp.get("/user/identities/authorize")
+@manual_linking
 @requires_user
 def link_identity(who):
     """Link a provider's account to the signed-in user: supabase-js asks for the URL as JSON."""
@@ -252,6 +267,7 @@ def link_identity(who):
 
 
 @bp.delete("/user/identities/<identity_id>")
+@manual_linking
 @requires_user
 def unlink_identity(who, identity_id):
     return string_id_for_sdks(external.unlink(who, identity_id))

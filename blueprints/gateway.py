@@ -217,7 +217,7 @@ def current_user_identity():
         raise no_authorization()
     who = identity()
     if who.user_id is None:
-        raise bad_jwt("Invalid JWT: an API key is not a user's token")
+        raise bad_jwt(message="invalid JWT: an API key is not a user's token")
     return who
 
 

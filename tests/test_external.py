@@ -82,7 +82,8 @@ def make_world(make_app, node_modules, provider_key):
                     "EXTERNAL_GITHUB_ENABLED": True, "EXTERNAL_GITHUB_CLIENT_ID": "minibase",
                     "EXTERNAL_GITHUB_SECRET": SECRET, "EXTERNAL_GITHUB_URL": github_url,
                     "API_EXTERNAL_URL": f"http://127.0.0.1:{port}", "SITE_URL": "http://app.example",
-                    "REDIRECT_ALLOW_LIST": "http://app.example/**"}  # fmt: skip
+                    "REDIRECT_ALLOW_LIST": "http://app.example/**",
+                    "SECURITY_MANUAL_LINKING_ENABLED": True}  # fmt: skip
         if google:
             settings.update(EXTERNAL_GOOGLE_ENABLED=True, EXTERNAL_GOOGLE_CLIENT_ID="minibase,phone-app",
                             EXTERNAL_GOOGLE_SECRET=SECRET, EXTERNAL_GOOGLE_URL=issuer)  # fmt: skip

@@ -4,7 +4,7 @@ supabase-js, so that apps show the message they were written for."""
 
 import pytest
 
-from support import SupabaseJs, assert_auth_error, serve_app
+from support import Api, SupabaseJs, assert_auth_error, serve_app
 
 PHONE = "+15555550123"
 # (method, path, body, status, error_code, message): GoTrue's, from its source.
@@ -170,6 +170,22 @@ def test_phone_and_webauthn_factors_are_not_enrolled(api):
     # A user's phone in an update stays ignored; a TOTP factor still enrolls.
     assert api.put("/auth/v1/user", token=token, json={"phone": PHONE}).status_code == 200
     assert api.post("/auth/v1/factors", token=token, json={"factor_type": "totp"}).status_code == 200
+
+
+def test_linking_is_refused_before_anything_else_while_manual_linking_is_off(api, make_app, anon_key):
+    """GoTrue's SECURITY_MANUAL_LINKING_ENABLED, off by default: linkIdentity and unlinkIdentity are
+    refused before the bearer or the provider is looked at; on, the same requests reach those checks."""
+    token = api.sign_up()["access_token"]
+    link, unlink = "/auth/v1/user/identities/authorize?provider=github", "/auth/v1/user/identities/x"
+    for bearer in (token, None, "not-a-token"):
+        for method, path in (("GET", link), ("DELETE", unlink)):
+            refused = api.request(method, path, token=bearer)
+            assert_auth_error(refused, 404, "manual_linking_disabled")
+            assert refused.json["msg"] == "Manual linking is disabled"
+    enabled = Api(make_app(SECURITY_MANUAL_LINKING_ENABLED=True), anon_key)
+    assert_auth_error(enabled.get(link), 401, "no_authorization")
+    assert_auth_error(enabled.get(link, token=token), 400, "validation_failed")  # github is not set up
+    assert_auth_error(enabled.delete(unlink, token=token), 422, "identity_not_found")
 
 
 @pytest.fixture

@@ -29,6 +29,9 @@ EC_A = signing_keys.generate("ES256", kid="key-a")
 EC_B = signing_keys.generate("ES256", kid="key-b")
 RSA_C = signing_keys.generate("RS256", kid="key-c")
 PRIVATE_MEMBERS = {"d", "p", "q", "dp", "dq", "qi", "k"}
+# An HS256 key in GoTrue's form, as auth-js's own test server lists it beside an RSA key.
+OCT = {"kty": "oct", "k": base64.urlsafe_b64encode(b"o" * 32).decode().rstrip("="), "kid": "key-h",
+       "key_ops": ["sign", "verify"], "alg": "HS256"}  # fmt: skip
 TABLES = """
 [tables.notes]
 select = "owner"
@@ -211,6 +214,27 @@ def test_forged_tokens_are_refused_on_every_api_beside_the_genuine_one(make):
             tokens.decode_access_token(forged, api.app.config["JWT_KEYS"])
 
 
+def test_an_oct_key_signs_hs256_with_its_kid_while_rsa_keys_only_verify(make):
+    """auth-js's docker set-up on :9998: the oct key signs, the RSA key verifies; the JWKS publishes
+    the RSA key alone, and the other way round the RSA key signs while the oct key verifies."""
+    api = make(OCT, standby(RSA_C))
+    token = api.sign_up()["access_token"]
+    assert header(token) == {"alg": "HS256", "kid": "key-h", "typ": "JWT"}
+    secret = base64.urlsafe_b64decode(OCT["k"] + "=")
+    assert jwt.decode(token, secret, algorithms=["HS256"], audience="authenticated")["sub"] == "1"
+    assert accepted_everywhere(api, token)
+    published = api.client.get("/auth/v1/.well-known/jwks.json").json["keys"]
+    assert [key["kid"] for key in published] == ["key-c"] and OCT["k"] not in json.dumps(published)
+    # Forged: the oct key's kid over JWT_SECRET, and an RS256 token "signed" with the oct secret.
+    claims = jwt.decode(token, options={"verify_signature": False})
+    assert refused_everywhere(api, jwt.encode(claims, SECRET, algorithm="HS256", headers={"kid": "key-h"}))
+    other = jwt.encode(claims, secret, algorithm="HS256", headers={"kid": "key-c"})
+    assert refused_everywhere(api, other)
+    swapped = make({**OCT, "key_ops": ["verify"]}, RSA_C)
+    assert header(swapped.sign_in().json["access_token"])["kid"] == "key-c"
+    assert accepted_everywhere(swapped, token)  # the oct key's tokens keep verifying
+
+
 # --- the setting, checked at start
 
 
@@ -225,8 +249,10 @@ def test_forged_tokens_are_refused_on_every_api_beside_the_genuine_one(make):
         (json.dumps([EC_A, {**EC_B, "kid": "key-a"}]), "names more than one key"),
         (json.dumps([{k: v for k, v in EC_A.items() if k != "d"}]), "is a public key"),
         (json.dumps([{k: v for k, v in EC_A.items() if k != "kid"}]), "has no kid"),
-        (json.dumps([{"kty": "oct", "k": "c2VjcmV0", "kid": "h", "key_ops": ["sign"]}]), "symmetric (oct)"),
-        (json.dumps([{**EC_A, "kty": "OKP"}]), "only EC (P-256, ES256) and RSA (RS256)"),
+        (json.dumps([{"kty": "oct", "k": "c2VjcmV0", "kid": "h", "key_ops": ["sign"]}]), "at least 32 bytes"),
+        (json.dumps([{"kty": "oct", "kid": "h", "key_ops": ["sign"]}]), "oct key without a base64url k"),
+        (json.dumps([{**OCT, "alg": "HS512"}]), "signs with HS256"),
+        (json.dumps([{**EC_A, "kty": "OKP"}]), "only EC (P-256, ES256), RSA (RS256) and oct (HS256)"),
         (json.dumps([{**EC_A, "crv": "P-384"}]), "only P-256"),
         (json.dumps([{**EC_A, "alg": "RS256"}]), "signs with ES256"),
         (json.dumps([{**EC_A, "x": EC_B["x"], "y": EC_B["y"]}]), "not a valid EC private key"),

@@ -161,7 +161,10 @@ def test_forged_access_tokens_are_401_on_both_apis(api, kind):
     expected = "session_not_found" if kind == "unknown-session" else "bad_jwt"
     assert_auth_error(api.get("/auth/v1/user", token=token), 401, expected)
     assert_auth_error(api.patch("/auth/v1/user", token=token, json={"about": "x"}), 401, expected)
-    assert_auth_error(api.post("/auth/v1/logout", token=token), 401, expected)
+    refused = assert_auth_error(api.post("/auth/v1/logout", token=token), 401, expected)
+    if expected == "bad_jwt" and kind != "expired":  # GoTrue's words, which auth-js's suite checks
+        prefix = "invalid JWT: unable to parse or verify signature, "
+        assert refused["msg"].startswith(prefix) and len(refused["msg"]) > len(prefix), refused
     assert_rest_error(api.get("/rest/v1/anything", token=token), 401)
 
 
