@@ -205,6 +205,9 @@ VARIABLES = {
     "MAILER_AUTOCONFIRM": ("true", _boolean),
     # A password change from a session older than 24 hours needs a mailed nonce (GET /reauthenticate).
     "SECURE_PASSWORD_CHANGE": ("false", _boolean),
+    # Anonymous sign-ins (docs/auth.md): GoTrue's names; sign-ups per IP per hour.
+    "ANONYMOUS_USERS_ENABLED": ("false", _boolean),
+    "RATE_LIMIT_ANONYMOUS_USERS": ("30", lambda n, v: _integer(n, v, 1)),
     # Linking and unlinking providers from a signed-in account (GoTrue's name; off, as GoTrue).
     "SECURITY_MANUAL_LINKING_ENABLED": ("false", _boolean),
     "SMTP_HOST": (None, _text),

@@ -18,7 +18,8 @@ KEYS = ("select", "insert", "update", "update_check", "delete")
 # The parameters a row policy may use, and the bound parameter each becomes (rls_…, so that none
 # meets a filter's p0, p1, … or a plan's owner, limit and offset).
 PARAMETER = re.compile(r"(?<![:\w]):([A-Za-z_][\w.]*)")
-PARAMETERS = ("uid", "role", "email", "aal")
+PARAMETERS = ("uid", "role", "email", "aal", "is_anonymous")
+ANONYMOUS_EMAIL = "@anonymous.invalid"  # what marks an anonymous user's row (auth/anonymous.py)
 APP_METADATA = re.compile(r"app_metadata\.([A-Za-z_]\w*)")
 
 
@@ -92,7 +93,7 @@ def parse(where, name, entry):
             else:
                 raise ConfigError(
                     f"{where}.policies: {operation} uses :{parameter}; a policy may use :uid, :role, "
-                    ":email, :aal and :app_metadata.KEY"
+                    ":email, :aal, :is_anonymous and :app_metadata.KEY"
                 )
             params.append(name)
             return f":{name}"
@@ -115,15 +116,19 @@ def applying(policies, operation, who):
 
 
 def values_for(who):
-    """The row policies' parameters for a caller: its id, role, email, assurance level and
-    app_metadata (set by an administrator), NULL where it has none."""
+    """The row policies' parameters for a caller: its id, role, email, assurance level, whether it
+    is an anonymous user (1 or 0; NULL for an API key) and app_metadata (set by an administrator),
+    NULL where it has none. An anonymous user has no email."""
     user = getattr(who, "user", None)
     metadata = (getattr(user, "app_metadata", None) or {}) if user is not None else {}
+    email = getattr(user, "email", None)
+    anonymous = isinstance(email, str) and email.lower().endswith(ANONYMOUS_EMAIL)
     values = {
         "rls_uid": who.user_id,
         "rls_role": who.role,
-        "rls_email": getattr(user, "email", None),
+        "rls_email": None if anonymous else email,
         "rls_aal": getattr(who, "aal", None),
+        "rls_is_anonymous": (1 if anonymous else 0) if user is not None else None,
     }
     for key, value in metadata.items():
         values[f"rls_app_metadata__{key}"] = json.dumps(value) if isinstance(value, dict | list) else value

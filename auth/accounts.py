@@ -197,20 +197,22 @@ def refuse_a_broken_rule(exc):
 
 
 def proposed_user(email, data, provider):
-    """The user object a before_user_created hook sees: GoTrue's shape, without an id yet."""
+    """The user object a before_user_created hook sees: GoTrue's shape, without an id yet. An
+    anonymous user has no address and no provider, as at GoTrue."""
     now = tokens.utcnow().isoformat() + "Z"
+    anonymous = provider == "anonymous"
     return {
         "id": None,
         "aud": "authenticated",
         "role": "authenticated",
-        "email": email,
+        "email": "" if anonymous else email,
         "phone": "",
-        "app_metadata": {"provider": provider, "providers": [provider]},
+        "app_metadata": {} if anonymous else {"provider": provider, "providers": [provider]},
         "user_metadata": {key: value for key, value in data.items() if value is not None},
         "identities": [],
         "created_at": now,
         "updated_at": now,
-        "is_anonymous": False,
+        "is_anonymous": anonymous,
     }
 
 

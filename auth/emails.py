@@ -15,9 +15,9 @@ from urllib.parse import quote, urlencode
 
 from sqlalchemy import delete, select, update
 
-from auth import accounts, hooks, mail, pkce, sessions, tokens
+from auth import accounts, anonymous, hooks, mail, pkce, sessions, tokens
 from auth.redirects import redirect_target
-from auth.users import is_banned, load_user, user_object
+from auth.users import is_anonymous, is_banned, load_user, user_object
 from config import setting
 from database import transactions
 from database.transactions import CommitAndRaise, transactional
@@ -264,6 +264,8 @@ REAUTHENTICATION_AGE = timedelta(hours=24)  # GoTrue's: a session younger than t
 def reauthenticate(who):
     """GET /reauthenticate: a 6-digit nonce mailed to the signed-in user's (confirmed) address."""
     row = who.user
+    if is_anonymous(row.email):
+        raise validation_failed("Reauthentication requires the user to have an email or a phone number")
     if row.unconfirmed:
         raise APIError(422, Auth.EMAIL_NOT_CONFIRMED, "Please verify your email first.")
     throttle(row.email)
@@ -317,12 +319,15 @@ def update_user(who, fields, redirect_to):
     """PATCH/PUT /user: a password change may need the reauthentication nonce first; with
     MAILER_AUTOCONFIRM off a new address is confirmed by mail; the rest is accounts.change_user's."""
     nonce = fields.pop("nonce", None)
+    anonymous.check_update(who, fields)
     accounts.require_aal2_for_credentials(who, fields)
     if "password" in fields:
         check_reauthentication(who, nonce)
     if "email" in fields and not setting("MAILER_AUTOCONFIRM"):
         return update_user_confirming_email(who, fields, redirect_to)
     accounts.change_user(who.user_id, fields, keep_session=who.session_id)
+    if "email" in fields and is_anonymous(who.user.email):
+        anonymous.converted(who.user_id, fields["email"])
     return accounts.current_user(who.user_id)
 
 

@@ -15,11 +15,11 @@ from urllib.parse import quote, urlencode
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
-from auth import accounts, pkce, providers, sessions, tokens
+from auth import accounts, anonymous, pkce, providers, sessions, tokens
 from auth.emails import with_fragment, with_query
 from auth.passwords import unusable_hash
 from auth.redirects import redirect_target
-from auth.users import identities, load_user, user_object
+from auth.users import identities, is_anonymous, load_user, user_object
 from config import setting
 from database import transactions
 from database.transactions import transactional
@@ -238,6 +238,7 @@ def sign_in_user(name, profile, link_user_id=None):
         if identity is not None and identity.user_id != link_user_id:
             raise APIError(422, Auth.IDENTITY_ALREADY_EXISTS, "Identity is already linked to another user")
         user_id = link_user_id
+        _convert_if_anonymous(name, profile, user_id)
     elif identity is not None:
         user_id = identity.user_id
     else:
@@ -255,6 +256,28 @@ def sign_in_user(name, profile, link_user_id=None):
     except IntegrityError:
         raise _Raced() from None
     return user_id
+
+
+def _convert_if_anonymous(name, profile, user_id):
+    """An anonymous user linking a provider takes on its verified address and is anonymous no more,
+    keeping their id (GoTrue's conversion by linkIdentity); an address taken by another user, or
+    one the provider has not verified, refuses the link."""
+    row = load_user(user_id)
+    if row is None or not is_anonymous(row.email):
+        return
+    email = profile["email"]
+    if not email or not profile["email_verified"] or anonymous.reserved(email):
+        raise APIError(
+            422,
+            Auth.PROVIDER_EMAIL_NEEDS_VERIFICATION,
+            f"Unverified email with {name}. Verify the email with {name} in order to sign in",
+        )
+    found = accounts.find_credentials(email)
+    if found is not None and found.user_id != user_id:
+        raise accounts.email_exists()
+    accounts.change_user(user_id, {"email": email})
+    upsert(Profile.__table__, {"user_id": user_id, "confirmed_at": tokens.utcnow()}, ["user_id"])
+    anonymous.converted(user_id, email)
 
 
 def _user_for_address(name, profile):

@@ -8,7 +8,7 @@ from datetime import UTC
 from sqlalchemy import delete, or_, select, update
 
 from auth import audit, hooks, tokens
-from auth.users import is_banned, load_user, user_object
+from auth.users import is_anonymous, is_banned, load_user, user_object
 from config import setting
 from database.transactions import CommitAndRaise, transactional
 from errors import (
@@ -62,8 +62,10 @@ def start(user_id, method=None):
     )
     session, refresh = _open(user_id, method)
     row = load_user(user_id)
-    where = audit.user_target(user_id, row.email)
-    audit.record("sign_in", where, {"method": method or "password"}, actor=row.email, actor_id=user_id)
+    email = None if is_anonymous(row.email) else row.email  # an anonymous user's address is nobody's
+    where = audit.user_target(user_id, email)
+    details = {"method": method or "password"}
+    audit.record("sign_in", where, details, actor=email or "anonymous", actor_id=user_id)
     return session_object(row, session, refresh)
 
 
@@ -80,7 +82,7 @@ def session_object(row, session, refresh, method=None):
         "email": user["email"],
         "phone": "",
         "session_id": session.id,
-        "is_anonymous": False,
+        "is_anonymous": user["is_anonymous"],
         "aal": session.aal or AAL1,
         "amr": methods(session),
         "user_metadata": user["user_metadata"],

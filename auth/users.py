@@ -11,6 +11,8 @@ from auth.passwords import UNUSABLE_PREFIX
 from extensions import db
 from models import METADATA_COLUMNS, Factor, Identity, Profile, users_table
 
+ANONYMOUS_DOMAIN = "anonymous.invalid"  # RFC 2606: no real address is in it
+
 
 def user_columns():
     """What a user object is made of: the users table's columns (never the hash) and the profile's."""
@@ -115,18 +117,23 @@ def user_object(row, factors=None, linked=None):
     `linked`: the user's rows of minibase_identities, likewise."""
     if factors is None:
         factors = factors_of([row.user_id]).get(row.user_id, [])
+    anonymous = is_anonymous(row.email)
     # The profile columns a user has filled in: GoTrue invents no null fields into user_metadata.
     profile = {name: getattr(row, name) for name in METADATA_COLUMNS}
     metadata = {**(row.extra or {}), **{name: value for name, value in profile.items() if value is not None}}
     created = timestamp(row.joined)
     linked = identities(row, linked)
     providers = list(dict.fromkeys(identity["provider"] for identity in linked))
-    confirmed = None if row.unconfirmed else timestamp(row.confirmed_at) or created
+    confirmed = None if row.unconfirmed or anonymous else timestamp(row.confirmed_at) or created
+    # GoTrue gives an anonymous user no provider until one is linked: app_metadata says nothing.
+    signs_in_with = {"provider": providers[0], "providers": providers} if providers else {}
+    if not anonymous:
+        signs_in_with = signs_in_with or {"provider": "email", "providers": ["email"]}
     return {
         "id": row.user_id,
         "aud": "authenticated",
         "role": "authenticated",
-        "email": row.email,
+        "email": "" if anonymous else row.email,
         "phone": "",
         "email_confirmed_at": confirmed,
         "confirmed_at": confirmed,
@@ -134,21 +141,22 @@ def user_object(row, factors=None, linked=None):
         "recovery_sent_at": timestamp(row.recovery_sent_at),
         "new_email": row.new_email,
         "email_change_sent_at": timestamp(row.email_change_sent_at),
-        "app_metadata": {
-            **(row.app_metadata or {}),
-            "provider": providers[0] if providers else "email",
-            "providers": providers or ["email"],
-        },
+        "app_metadata": {**(row.app_metadata or {}), **signs_in_with},
         "user_metadata": metadata,
         "identities": linked,
         "created_at": created,
         "updated_at": timestamp(row.updated_at) or created,
         "last_sign_in_at": timestamp(row.last_sign_in_at),
         "banned_until": timestamp(row.banned_until) if is_banned(row.banned_until) else None,
-        "is_anonymous": False,
+        "is_anonymous": anonymous,
         **({"invited_at": timestamp(row.invited_at)} if row.invited_at else {}),
         **({"factors": factors} if factors else {}),  # GoTrue leaves it out when there are none
     }
+
+
+def is_anonymous(email):
+    """Whether a users-table email marks an anonymous user (see auth/anonymous.py)."""
+    return isinstance(email, str) and email.lower().endswith("@" + ANONYMOUS_DOMAIN)
 
 
 def identities(row, found=None):

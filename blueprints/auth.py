@@ -4,10 +4,11 @@ import functools
 
 from flask import Blueprint, current_app, redirect, request
 
-from auth import accounts, emails, external, mfa, pkce, providers, sessions
+from auth import accounts, anonymous, emails, external, mfa, pkce, providers, sessions
 from blueprints.gateway import current_user_identity, require_service_role, requires_user
 from blueprints.responses import session_for_sdks, string_id_for_sdks
 from blueprints.schemas import (
+    AnonymousSignUpSchema,
     EnrollFactorSchema,
     IdTokenGrantSchema,
     InviteSchema,
@@ -21,6 +22,7 @@ from blueprints.schemas import (
     UserUpdateSchema,
     VerifyFactorSchema,
     VerifySchema,
+    json_body,
     load,
 )
 from errors import APIError, Auth, web3_disabled
@@ -29,6 +31,7 @@ from extensions import client_ip, limiter
 bp = Blueprint("auth", __name__, url_prefix="/auth/v1")
 
 signup_schema = SignUpSchema()
+anonymous_schema = AnonymousSignUpSchema()
 password_schema = PasswordGrantSchema()
 refresh_schema = RefreshGrantSchema()
 pkce_schema = PkceGrantSchema()
@@ -46,6 +49,9 @@ verify_factor_schema = VerifyFactorSchema()
 @bp.post("/signup")
 @limiter.limit("30 per 5 minutes")
 def signup():
+    if current_app.config["ANONYMOUS_USERS_ENABLED"] and SignUpSchema.is_anonymous(json_body()):
+        anonymous.count_sign_up(client_ip())
+        return session_for_sdks(anonymous.sign_up(load(anonymous_schema)["data"] or {}))
     body = load(signup_schema)
     if not current_app.config["MAILER_AUTOCONFIRM"]:
         if current_app.config["DISABLE_SIGNUP"]:
@@ -187,8 +193,20 @@ def invite():
 # --- a second factor: TOTP (mfa.py)
 
 
+def requires_registered_user(view):
+    """requires_user, refusing anonymous users as GoTrue does (its requireNotAnonymous)."""
+
+    @requires_user
+    @functools.wraps(view)
+    def wrapped(who, **kwargs):
+        anonymous.refuse(who)
+        return view(who=who, **kwargs)
+
+    return wrapped
+
+
 @bp.post("/factors")
-@requires_user
+@requires_registered_user
 def enroll_factor(who):
     body = load(enroll_schema)
     return mfa.enroll(who, body["factor_type"], body["friendly_name"], body["issuer"])
@@ -196,21 +214,21 @@ def enroll_factor(who):
 
 @bp.post("/factors/<factor_id>/challenge")
 @limiter.limit("30 per 5 minutes")
-@requires_user
+@requires_registered_user
 def challenge_factor(who, factor_id):
     return mfa.challenge(who, factor_id, client_ip())
 
 
 @bp.post("/factors/<factor_id>/verify")
 @limiter.limit("30 per 5 minutes")
-@requires_user
+@requires_registered_user
 def verify_factor(who, factor_id):
     body = load(verify_factor_schema)
     return session_for_sdks(mfa.verify(who, factor_id, body["challenge_id"], body["code"], client_ip()))
 
 
 @bp.delete("/factors/<factor_id>")
-@requires_user
+@requires_registered_user
 def unenroll_factor(who, factor_id):
     return mfa.unenroll(who, factor_id)
 

@@ -8,7 +8,7 @@ from datetime import timedelta
 from flask import request
 from marshmallow import EXCLUDE, RAISE, Schema, ValidationError, fields, pre_load, validate
 
-from auth import emails
+from auth import anonymous, emails
 from auth.passwords import MAX_BYTES
 from errors import APIError, Auth, anonymous_disabled, phone_disabled, validation_failed
 from values import strict_json
@@ -45,7 +45,14 @@ class _Base(Schema):
 
 
 INVALID_EMAIL = "Unable to validate email address: invalid format"  # GoTrue's words
-EMAIL_RULES = [validate.Length(max=255), validate.Email(error=INVALID_EMAIL)]
+
+
+def _not_reserved(email):
+    if anonymous.reserved(email):  # the domain that marks anonymous users is nobody's address
+        raise ValidationError(INVALID_EMAIL)
+
+
+EMAIL_RULES = [validate.Length(max=255), validate.Email(error=INVALID_EMAIL), _not_reserved]
 
 
 class _Pkce(_Base):
@@ -67,7 +74,8 @@ class SignUpSchema(_Pkce):
     @pre_load
     def refuse_what_is_not_offered(self, data, **kwargs):
         """signInAnonymously() sends neither email, phone nor password; signUp({phone}) a phone.
-        A password without an email stays validation_failed, naming email."""
+        A password without an email stays validation_failed, naming email. An anonymous sign-up
+        (allowed) is AnonymousSignUpSchema's: the view asks `is_anonymous` first."""
         if not given(data, "email"):
             if given(data, "phone"):
                 raise phone_disabled("Phone signups are disabled")
@@ -75,9 +83,22 @@ class SignUpSchema(_Pkce):
                 raise anonymous_disabled()
         return data
 
+    @staticmethod
+    def is_anonymous(data):
+        """Whether a sign-up body is signInAnonymously()'s: neither email, phone nor password."""
+        named = ("email", "phone", "password")
+        return isinstance(data, dict) and not any(given(data, name) for name in named)
+
     email = fields.String(required=True, validate=EMAIL_RULES)
     password = fields.String(required=True, validate=_not_too_long)
     data = fields.Dict(keys=fields.String(), load_default=dict)
+
+
+class AnonymousSignUpSchema(Schema):
+    class Meta:
+        unknown = EXCLUDE
+
+    data = fields.Dict(keys=fields.String(), load_default=dict, allow_none=True)
 
 
 class PasswordGrantSchema(_Base):

@@ -1,15 +1,16 @@
 """Command-line administration: `flask --app app keys | create-user | deactivate-user | revoke-sessions |
-admin grant|revoke | expire-uploads | backup create|list|restore | functions new|call`."""
+admin grant|revoke | expire-uploads | purge-anonymous | backup create|list|restore | functions new|call`."""
 
 import json
 import secrets
+from datetime import timedelta
 
 import click
 from flask import current_app
 from flask.cli import with_appcontext
 
 import config
-from auth import accounts, administration, audit, sessions, signing_keys, tokens
+from auth import accounts, administration, anonymous, audit, sessions, signing_keys, tokens
 from backups import make, restore
 from backups.archive import BackupError
 from database import transactions
@@ -139,6 +140,16 @@ def expire_uploads():
     click.echo(f"removed {removed} expired uploads")
 
 
+@click.command("purge-anonymous")
+@click.option("--days", type=click.IntRange(min=1), default=30, show_default=True)
+@with_appcontext
+def purge_anonymous(days):
+    """Delete the anonymous users neither created nor signed in for DAYS days (a cron job's)."""
+    _from_command_line()
+    deleted, kept = anonymous.purge(timedelta(days=days))
+    click.echo(f"deleted {deleted} anonymous users" + (f"; kept {kept} still referred to" if kept else ""))
+
+
 @click.group("backup")
 def backup():
     """Archives of the database and the storage's objects (docs/operations.md, Backups)."""
@@ -237,5 +248,6 @@ def call_function(name, body):
 
 def register(app):
     app.cli.add_command(functions)
-    for command in (keys, create_user, deactivate_user, revoke_sessions, admin, expire_uploads, backup):
+    commands = (keys, create_user, deactivate_user, revoke_sessions, admin, expire_uploads, backup)
+    for command in (*commands, purge_anonymous):
         app.cli.add_command(command)

@@ -209,6 +209,30 @@ def test_a_verified_address_links_the_existing_user_and_unlinking_keeps_one_way_
     assert gone.status_code == 200 and [i["provider"] for i in gone.json()["identities"]] == ["email"]
 
 
+def test_an_anonymous_user_linking_a_provider_takes_on_its_verified_address(make_world, anon_key):
+    """GoTrue's conversion by linkIdentity: the id stays, the verified address replaces the
+    placeholder; mallory's unverified address converts nobody."""
+    world = make_world(ANONYMOUS_USERS_ENABLED=True)
+    visits = [requests.post(f"{world['base']}/auth/v1/signup", json={}, headers=headers(anon_key)).json()
+              for _ in range(2)]  # fmt: skip
+
+    def link(session, login):
+        path = "/auth/v1/user/identities/authorize?provider=keycloak&skip_http_redirect=true"
+        url = requests.get(world["base"] + path, headers=headers(anon_key, session["access_token"]))
+        return browse(url.json()["url"], login=login)
+
+    refused = link(visits[1], "mallory")
+    assert query(refused)["error_code"] == "provider_email_needs_verification"
+    assert user_of(world, anon_key, visits[1])["is_anonymous"] is True
+    user = user_of(world, anon_key, fragment(link(visits[0], "alice")))
+    assert (user["id"], user["is_anonymous"], user["email"]) == (
+        visits[0]["user"]["id"],
+        False,
+        "alice@example.com",
+    )
+    assert user["app_metadata"]["providers"] == ["keycloak"]
+
+
 def test_the_last_identity_cannot_be_unlinked(world, anon_key):
     session = fragment(browse(authorize_url(world)))
     [identity] = user_of(world, anon_key, session)["identities"]
