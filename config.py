@@ -208,6 +208,14 @@ VARIABLES = {
     # Anonymous sign-ins (docs/auth.md): GoTrue's names; sign-ups per IP per hour.
     "ANONYMOUS_USERS_ENABLED": ("false", _boolean),
     "RATE_LIMIT_ANONYMOUS_USERS": ("30", lambda n, v: _integer(n, v, 1)),
+    # Passkeys and WebAuthn (docs/auth.md): GoTrue's names. RP id and origins default to SITE_URL's.
+    "PASSKEY_ENABLED": ("false", _boolean),
+    "PASSKEY_MAX_PASSKEYS_PER_USER": ("10", lambda n, v: _integer(n, v, 1, 100)),
+    "WEBAUTHN_RP_ID": (None, _text),
+    "WEBAUTHN_RP_DISPLAY_NAME": (None, _text),
+    "WEBAUTHN_RP_ORIGINS": (None, _text),
+    "WEBAUTHN_CHALLENGE_EXPIRY_DURATION": ("300", lambda n, v: _integer(n, v, 10, 3600)),
+    "RATE_LIMIT_PASSKEY": ("30", lambda n, v: _integer(n, v, 1)),
     # Linking and unlinking providers from a signed-in account (GoTrue's name; off, as GoTrue).
     "SECURITY_MANUAL_LINKING_ENABLED": ("false", _boolean),
     "SMTP_HOST": (None, _text),
@@ -387,12 +395,14 @@ def flask_settings(settings):
     if shared:
         raise ConfigError("PUBLISHABLE_KEYS and SECRET_KEYS share a key: each key has one role")
     check_hooks(settings)
+    webauthn = relying_party(settings)
     templates = settings["EMAIL_TEMPLATES"]
     if templates and not Path(templates).is_dir():
         raise ConfigError(f"EMAIL_TEMPLATES must be a folder of templates: {templates} is not one")
     external = settings["API_EXTERNAL_URL"] or f"http://{settings['HOST']}:{settings['PORT']}"
     return {
         **settings,
+        **webauthn,
         "API_EXTERNAL_URL": external.rstrip("/"),
         "DATABASE_URL": url,
         "TABLES_CONFIG": tables,
@@ -406,6 +416,34 @@ def flask_settings(settings):
         "RATELIMIT_HEADERS_ENABLED": True,
         # A shared store that stops answering degrades to per-instance limits, not to errors.
         "RATELIMIT_IN_MEMORY_FALLBACK_ENABLED": True,
+    }
+
+
+def relying_party(settings):
+    """WEBAUTHN_RP_ID, _RP_ORIGINS (a list) and _RP_DISPLAY_NAME, defaulting to SITE_URL's host and
+    origin as GoTrue's set-up suggests; every origin must be the RP id's host or a subdomain of it,
+    or no browser would make a credential for it."""
+    site = urlsplit(settings.get("SITE_URL") or "")
+    rp_id = (settings.get("WEBAUTHN_RP_ID") or site.hostname or "").strip().lower()
+    raw = settings.get("WEBAUTHN_RP_ORIGINS")
+    if isinstance(raw, str | type(None)):
+        default = [f"{site.scheme}://{site.netloc}"] if site.netloc else []
+        parts = raw.split(",") if raw else default
+        origins = [part.strip().rstrip("/") for part in parts if part.strip()]
+    else:
+        origins = list(raw)
+    for origin in origins:
+        parsed = urlsplit(origin)
+        host = parsed.hostname or ""
+        if parsed.scheme not in ("http", "https") or parsed.path or not host:
+            raise ConfigError(f"WEBAUTHN_RP_ORIGINS: {origin!r} is not an origin such as https://app.example")
+        if host != rp_id and not host.endswith("." + rp_id):
+            where = f"WEBAUTHN_RP_ORIGINS: {origin!r}"
+            raise ConfigError(f"{where} is not on {rp_id!r} (WEBAUTHN_RP_ID) or a subdomain of it")
+    return {
+        "WEBAUTHN_RP_ID": rp_id,
+        "WEBAUTHN_RP_ORIGINS": origins,
+        "WEBAUTHN_RP_DISPLAY_NAME": settings.get("WEBAUTHN_RP_DISPLAY_NAME") or rp_id or "minibase",
     }
 
 

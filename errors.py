@@ -55,6 +55,7 @@ class Auth:
     OTP_EXPIRED = "otp_expired"
     OVER_EMAIL_SEND_RATE_LIMIT = "over_email_send_rate_limit"
     OVER_REQUEST_RATE_LIMIT = "over_request_rate_limit"
+    PASSKEY_DISABLED = "passkey_disabled"
     PHONE_PROVIDER_DISABLED = "phone_provider_disabled"
     PROVIDER_DISABLED = "provider_disabled"
     PROVIDER_EMAIL_NEEDS_VERIFICATION = "provider_email_needs_verification"
@@ -68,6 +69,7 @@ class Auth:
     SESSION_NOT_FOUND = "session_not_found"
     SIGNUP_DISABLED = "signup_disabled"
     TOO_MANY_ENROLLED_MFA_FACTORS = "too_many_enrolled_mfa_factors"
+    TOO_MANY_PASSKEYS = "too_many_passkeys"
     SINGLE_IDENTITY_NOT_DELETABLE = "single_identity_not_deletable"
     UNEXPECTED_FAILURE = "unexpected_failure"
     UNKNOWN = "unknown"  # GoTrue's code for an error that names none (a hook's own 4xx)
@@ -81,6 +83,10 @@ class Auth:
     VALIDATION_FAILED = "validation_failed"
     WEAK_PASSWORD = "weak_password"
     WEB3_PROVIDER_DISABLED = "web3_provider_disabled"
+    WEBAUTHN_CHALLENGE_EXPIRED = "webauthn_challenge_expired"
+    WEBAUTHN_CHALLENGE_NOT_FOUND = "webauthn_challenge_not_found"
+    WEBAUTHN_CREDENTIAL_EXISTS = "webauthn_credential_exists"
+    WEBAUTHN_VERIFICATION_FAILED = "webauthn_verification_failed"
 
 
 class Rest:

@@ -39,6 +39,8 @@ SERVICE_TABLES = (
     "minibase_mfa_challenges",
     "minibase_flow_states",
     "minibase_identities",
+    "minibase_webauthn_credentials",
+    "minibase_webauthn_challenges",
     "minibase_storage_buckets",
     "minibase_storage_objects",
     "minibase_realtime_changes",
@@ -205,6 +207,43 @@ class Identity(db.Model):
     created_at = mapped_column(DateTime, nullable=False)
     updated_at = mapped_column(DateTime, nullable=False)
     last_sign_in_at = mapped_column(DateTime)
+
+
+class WebAuthnCredential(db.Model):
+    """A passkey (or a WebAuthn second factor, with `factor_id`): the public key (COSE, base64url)
+    and the sign counter an authenticator's assertions must raise."""
+
+    __tablename__ = "minibase_webauthn_credentials"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    user_id: Mapped[int] = mapped_column(Integer, index=True)
+    credential_key: Mapped[str] = mapped_column(String(64), unique=True)  # sha256 of the credential id
+    credential_id: Mapped[str] = mapped_column(Text)  # base64url
+    public_key: Mapped[str] = mapped_column(Text)  # base64url of the COSE key
+    sign_count: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    aaguid: Mapped[str | None] = mapped_column(String(36))
+    transports: Mapped[list | None] = mapped_column(JSON)
+    friendly_name: Mapped[str] = mapped_column(String(120), default="", server_default="")
+    factor_id: Mapped[str | None] = mapped_column(String(36), index=True)
+    created_at = mapped_column(DateTime, nullable=False)
+    updated_at = mapped_column(DateTime, nullable=False)
+    last_used_at = mapped_column(DateTime)
+
+
+class WebAuthnChallenge(db.Model):
+    """A ceremony under way: the challenge sent (base64url), for whom (none: a passkey sign-in), used
+    up by the verify that names it, whatever it concludes."""
+
+    __tablename__ = "minibase_webauthn_challenges"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16))  # registration | authentication | mfa_create | mfa_request
+    user_id: Mapped[int | None] = mapped_column(Integer, index=True)
+    factor_id: Mapped[str | None] = mapped_column(String(36))
+    challenge: Mapped[str] = mapped_column(String(128))
+    ip_address: Mapped[str | None] = mapped_column(String(64))
+    created_at = mapped_column(DateTime, nullable=False)
+    expires_at = mapped_column(DateTime, nullable=False, index=True)
 
 
 class SignUpLock(db.Model):

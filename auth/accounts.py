@@ -50,6 +50,8 @@ from models import (
     SignUpLock,
     StorageObject,
     StorageUpload,
+    WebAuthnChallenge,
+    WebAuthnCredential,
     required_without_default,
     upsert,
     users_table,
@@ -158,14 +160,14 @@ def create_user(email, password, data, hashed=None, provider="email"):
 
 def forget(user_id):
     """Delete what the service's own tables keep of user `user_id`: sessions and their refresh
-    tokens, factors and their challenges, identities, pending codes and flows, the profile; and
+    tokens, factors and their challenges, identities, passkeys, pending codes and flows, the profile; and
     their storage objects and resumable uploads belong to no user any more. Left behind, they would
     be the next user's given the same id (SQLite reuses rowids, an AUTO_INCREMENT can be reset):
     their sessions, their app_metadata and ban, their provider's sign-in, their files."""
     sessions.end(Session.user_id == user_id)
     factors = select(Factor.id).where(Factor.user_id == user_id)
     db.session.execute(delete(Challenge).where(Challenge.factor_id.in_(factors)))
-    for model in (Factor, Identity, OneTimeToken, Profile):
+    for model in (Factor, Identity, OneTimeToken, Profile, WebAuthnCredential, WebAuthnChallenge):
         db.session.execute(delete(model).where(model.user_id == user_id))
     flows = or_(FlowState.user_id == user_id, FlowState.link_user_id == user_id)
     db.session.execute(delete(FlowState).where(flows))
@@ -178,7 +180,7 @@ def has_leftovers(user_id):
     nothing (deletes of rows that are not there would lock the gaps concurrent sign-ups insert in)."""
     kept = [
         exists().where(model.user_id == user_id)
-        for model in (Session, Profile, Factor, Identity, OneTimeToken)
+        for model in (Session, Profile, Factor, Identity, OneTimeToken, WebAuthnCredential)
     ]
     kept.append(exists().where(or_(FlowState.user_id == user_id, FlowState.link_user_id == user_id)))
     kept += [exists().where(model.owner == str(user_id)) for model in (StorageObject, StorageUpload)]

@@ -3,7 +3,7 @@
 from flask import Blueprint, request
 from werkzeug.routing import BaseConverter
 
-from auth import administration, audit, emails, mfa
+from auth import administration, audit, emails, mfa, passkeys
 from blueprints.gateway import require_service_role
 from blueprints.responses import string_id_for_sdks
 from blueprints.schemas import (
@@ -118,3 +118,14 @@ def list_factors(user_id):
 @bp.delete("/users/<user_id:user_id>/factors/<factor_id>")
 def delete_factor(user_id, factor_id):
     return mfa.admin_delete_factor(user_id, factor_id)
+
+
+@bp.get("/users/<user_id:user_id>/passkeys")
+def list_passkeys(user_id):
+    return passkeys.admin_list(user_id)
+
+
+@bp.delete("/users/<user_id:user_id>/passkeys/<passkey_id>")
+def delete_passkey(user_id, passkey_id):
+    passkeys.admin_remove(user_id, passkey_id)
+    return "", 204

@@ -4,7 +4,7 @@ import functools
 
 from flask import Blueprint, current_app, redirect, request
 
-from auth import accounts, anonymous, emails, external, mfa, pkce, providers, sessions
+from auth import accounts, anonymous, emails, external, mfa, passkeys, pkce, providers, sessions
 from blueprints.gateway import current_user_identity, require_service_role, requires_user
 from blueprints.responses import session_for_sdks, string_id_for_sdks
 from blueprints.schemas import (
@@ -13,6 +13,8 @@ from blueprints.schemas import (
     IdTokenGrantSchema,
     InviteSchema,
     OtpSchema,
+    PasskeyRenameSchema,
+    PasskeyVerifySchema,
     PasswordGrantSchema,
     PkceGrantSchema,
     RecoverSchema,
@@ -31,6 +33,8 @@ from extensions import client_ip, limiter
 bp = Blueprint("auth", __name__, url_prefix="/auth/v1")
 
 signup_schema = SignUpSchema()
+passkey_verify_schema = PasskeyVerifySchema()
+passkey_rename_schema = PasskeyRenameSchema()
 anonymous_schema = AnonymousSignUpSchema()
 password_schema = PasswordGrantSchema()
 refresh_schema = RefreshGrantSchema()
@@ -231,6 +235,78 @@ def verify_factor(who, factor_id):
 @requires_registered_user
 def unenroll_factor(who, factor_id):
     return mfa.unenroll(who, factor_id)
+
+
+# --- passkeys (passkeys.py)
+
+
+def passkeys_enabled(view):
+    """GoTrue's 404 passkey_disabled while PASSKEY_ENABLED is off, before anything else."""
+
+    @functools.wraps(view)
+    def wrapped(**kwargs):
+        if not current_app.config["PASSKEY_ENABLED"]:
+            raise passkeys.disabled()
+        return view(**kwargs)
+
+    return wrapped
+
+
+def passkey_limit():
+    return f"{current_app.config['RATE_LIMIT_PASSKEY']} per 5 minutes"
+
+
+@bp.post("/passkeys/registration/options")
+@passkeys_enabled
+@requires_registered_user
+def passkey_registration_options(who):
+    return passkeys.registration_options(who)
+
+
+@bp.post("/passkeys/registration/verify")
+@passkeys_enabled
+@limiter.limit(passkey_limit)
+@requires_registered_user
+def passkey_registration_verify(who):
+    body = load(passkey_verify_schema)
+    return passkeys.registration_verify(who, body["challenge_id"], body["credential"])
+
+
+@bp.post("/passkeys/authentication/options")
+@passkeys_enabled
+@limiter.limit(passkey_limit)
+def passkey_authentication_options():
+    return passkeys.authentication_options(client_ip())
+
+
+@bp.post("/passkeys/authentication/verify")
+@passkeys_enabled
+@limiter.limit(passkey_limit)
+def passkey_authentication_verify():
+    body = load(passkey_verify_schema)
+    return session_for_sdks(passkeys.authentication_verify(body["challenge_id"], body["credential"]))
+
+
+@bp.get("/passkeys")
+@passkeys_enabled
+@requires_user
+def list_passkeys(who):
+    return passkeys.list_passkeys(who.user_id)
+
+
+@bp.patch("/passkeys/<passkey_id>")
+@passkeys_enabled
+@requires_user
+def rename_passkey(who, passkey_id):
+    return passkeys.rename(who, passkey_id, load(passkey_rename_schema)["friendly_name"])
+
+
+@bp.delete("/passkeys/<passkey_id>")
+@passkeys_enabled
+@requires_user
+def delete_passkey(who, passkey_id):
+    passkeys.remove(who, passkey_id)
+    return "", 204
 
 
 # --- third-party sign-in (external.py) and PKCE (pkce.py)

@@ -101,6 +101,23 @@ class AnonymousSignUpSchema(Schema):
     data = fields.Dict(keys=fields.String(), load_default=dict, allow_none=True)
 
 
+class PasskeyVerifySchema(Schema):
+    """The second step of a passkey ceremony: the challenge's id and the browser's credential."""
+
+    class Meta:
+        unknown = EXCLUDE
+
+    challenge_id = fields.String(required=True, validate=validate.Length(max=64))
+    credential = fields.Dict(keys=fields.String(), required=True)
+
+
+class PasskeyRenameSchema(Schema):
+    class Meta:
+        unknown = EXCLUDE
+
+    friendly_name = fields.String(allow_none=True, load_default=None)
+
+
 class PasswordGrantSchema(_Base):
     class Meta:
         unknown = EXCLUDE

@@ -1,7 +1,7 @@
 """The Users pages' work, through the admin API's services (auth.administration, auth.emails,
-auth.mfa), each change with its audit entry."""
+auth.mfa, auth.passkeys), each change with its audit entry."""
 
-from auth import administration, audit, emails, mfa, sessions
+from auth import administration, audit, emails, mfa, passkeys, sessions
 from dashboard.actions import perform, read, write  # noqa: F401 (read: the pages' reads)
 from models import Session
 
@@ -13,11 +13,12 @@ def page(query, order, number, per_page):
 
 
 def details(user_id):
-    """A user's object, factors and sessions."""
+    """A user's object, factors, sessions and passkeys."""
 
     def gather():
         user = administration.admin_get_user(user_id)
-        return user, mfa.admin_list_factors(user_id), administration.admin_list_sessions(user_id)
+        found = (mfa.admin_list_factors(user_id), administration.admin_list_sessions(user_id))
+        return user, *found, passkeys.admin_list(user_id)
 
     return read(gather)
 

@@ -132,13 +132,14 @@ def invite_user():
 
 @bp.get("/users/<user_id:user_id>")
 def user_page(user_id):
-    user, factors, user_sessions = users.details(user_id)
+    user, factors, user_sessions, user_passkeys = users.details(user_id)
     stored_app = {k: v for k, v in user["app_metadata"].items() if k not in users.COMPUTED_APP_METADATA}
     return page(
         "user.html",
         user=user,
         factors=factors,
         user_sessions=user_sessions,
+        user_passkeys=user_passkeys,
         user_metadata=json.dumps(user["user_metadata"], indent=2, ensure_ascii=False),
         app_metadata=json.dumps(stored_app, indent=2, ensure_ascii=False),
         durations=BAN_DURATIONS,

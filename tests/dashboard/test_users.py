@@ -226,3 +226,33 @@ def test_at_a_phones_width_nothing_overflows(browser, server):
             expect(page.get_by_role("button", name="Sign out", exact=True)).to_be_visible()
     finally:
         context.close()
+
+
+def test_anonymous_users_and_passkeys_are_shown(server, admin_page):
+    """An anonymous visitor is listed as such (never by its placeholder address); a user's passkeys
+    are on their page."""
+    import uuid
+    from datetime import datetime
+
+    from auth import anonymous
+    from extensions import db
+    from models import WebAuthnCredential
+
+    visitor = server.run(lambda: anonymous.sign_up({})["user"]["id"])
+    owner = server.make_user("keys@example.com")
+    now = datetime(2026, 11, 29, 1, 2, 3)
+    row = {"id": str(uuid.uuid4()), "user_id": owner, "credential_key": "k" * 64, "credential_id": "AA",
+           "public_key": "AA", "friendly_name": "Work laptop", "created_at": now,
+           "updated_at": now}  # fmt: skip
+    server.run(lambda: db.session.add(WebAuthnCredential(**row)))
+    admin_page.goto("/dashboard/users")
+    listed = admin_page.get_by_role("row").filter(has=admin_page.get_by_role("link", name="(anonymous)"))
+    expect(listed).to_contain_text("anonymous")
+    expect(admin_page.locator("main")).not_to_contain_text("anonymous.invalid")
+    admin_page.goto(f"/dashboard/users/{visitor}")
+    admin_page.get_by_role("heading", name=f"Anonymous user {visitor}").wait_for()
+    expect(admin_page.locator("main")).not_to_contain_text("anonymous.invalid")
+    assert accessible(admin_page) == []
+    admin_page.goto(f"/dashboard/users/{owner}")
+    admin_page.get_by_role("heading", name="Passkeys").wait_for()
+    expect(admin_page.get_by_role("row").filter(has_text="Work laptop")).to_contain_text("never")

@@ -14,7 +14,10 @@ const clients = {}
 function client(name) {
   clients[name] ??= createClient(url, anon, {
     realtime: { transport: WebSocket },
-    auth: { flowType: 'pkce', persistSession: false, autoRefreshToken: false, detectSessionInUrl: false },
+    auth: {
+      flowType: 'pkce', persistSession: false, autoRefreshToken: false, detectSessionInUrl: false,
+      experimental: { passkey: true }, // auth.passkey.* (and auth.admin.*Passkey*) refuse to run without it
+    },
   })
   return clients[name]
 }

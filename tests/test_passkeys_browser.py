@@ -1,0 +1,139 @@
+"""Passkeys in a real browser: Debian's Chromium with a virtual authenticator (the DevTools protocol's
+WebAuthn domain, through Playwright), and supabase-js's own bundle in the page: registerPasskey()
+and signInWithPasskey() as an app calls them. A page of another origin, and a replayed ceremony,
+are refused by the server."""
+
+import http.server
+import threading
+from pathlib import Path
+
+import pytest
+
+from support import Api, free_port, serve_app
+
+pytestmark = pytest.mark.slow
+
+JS = Path(__file__).resolve().parent / "js"
+PAGE = b"""<!doctype html><html><head><meta charset="utf-8"><title>app</title>
+<script src="/supabase.js"></script></head><body>app</body></html>"""
+
+
+class Site(http.server.BaseHTTPRequestHandler):
+    """The app's origin: a page and supabase-js's browser bundle."""
+
+    def do_GET(self):
+        if self.path == "/supabase.js":
+            body, kind = (
+                (JS / "node_modules/@supabase/supabase-js/dist/umd/supabase.js").read_bytes(),
+                "text/javascript",
+            )
+        else:
+            body, kind = PAGE, "text/html"
+        self.send_response(200)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def start_site(port):
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Site)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+@pytest.fixture
+def world(make_app, anon_key, node_modules):
+    port, other_port = free_port(), free_port()
+    origin = f"http://localhost:{port}"
+    app = make_app(PASSKEY_ENABLED=True, SITE_URL=origin, WEBAUTHN_RP_ID="localhost")
+    base, stop = serve_app(app)
+    sites = [start_site(port), start_site(other_port)]
+    yield {
+        "base": base,
+        "origin": origin,
+        "other": f"http://localhost:{other_port}",
+        "api": Api(app, anon_key),
+    }
+    for site in sites:
+        site.shutdown()
+        site.server_close()
+    stop()
+
+
+def open_page(chromium, url, credentials=()):
+    """A tab at `url` with a virtual platform authenticator holding `credentials`; (page, cdp, id)."""
+    context = chromium.new_context()
+    page = context.new_page()
+    page.goto(url)
+    cdp = context.new_cdp_session(page)
+    cdp.send("WebAuthn.enable")
+    options = {"protocol": "ctap2", "transport": "internal", "hasResidentKey": True,
+               "hasUserVerification": True, "isUserVerified": True,
+               "automaticPresenceSimulation": True}  # fmt: skip
+    authenticator = cdp.send("WebAuthn.addVirtualAuthenticator", {"options": options})["authenticatorId"]
+    for credential in credentials:
+        cdp.send("WebAuthn.addCredential", {"authenticatorId": authenticator, "credential": credential})
+    return page, cdp, authenticator
+
+
+CLIENT = """([base, key]) => {
+  window.sb = supabase.createClient(base, key, {
+    auth: { persistSession: false, autoRefreshToken: false, experimental: { passkey: true } },
+  })
+}"""
+PLAIN = """(r) => ({
+  user: r.data && r.data.user ? r.data.user.email : null,
+  error: r.error && (r.error.code || r.error.message),
+})"""
+
+
+def call(page, script):
+    return page.evaluate(f"async () => {{ const r = await ({script}); return ({PLAIN})(r) }}")
+
+
+def test_a_page_registers_a_passkey_and_signs_in_with_it(chromium, world, anon_key):
+    page, cdp, authenticator = open_page(chromium, world["origin"])
+    page.evaluate(CLIENT, [world["base"], anon_key])
+    signed_up = call(page, "sb.auth.signUp({ email: 'ann@example.com', password: 'secret-pw' })")
+    assert signed_up == {"user": "ann@example.com", "error": None}
+    registered = page.evaluate(
+        "async () => { const r = await sb.auth.registerPasskey(); return r.error && r.error.message }"
+    )
+    assert registered is None
+    stored = cdp.send("WebAuthn.getCredentials", {"authenticatorId": authenticator})["credentials"]
+    assert len(stored) == 1 and stored[0]["rpId"] == "localhost" and stored[0]["isResidentCredential"]
+    page.evaluate("async () => { await sb.auth.signOut() }")
+    assert call(page, "sb.auth.signInWithPasskey()") == {"user": "ann@example.com", "error": None}
+    assert page.evaluate("async () => (await sb.auth.getUser()).data.user.email") == "ann@example.com"
+
+    # The same ceremony by hand, its assertion sent twice: the second is refused.
+    replay = page.evaluate("""async () => {
+      const { data } = await sb.auth.passkey.startAuthentication()
+      const got = await navigator.credentials.get({
+        publicKey: PublicKeyCredential.parseRequestOptionsFromJSON(data.options) })
+      const body = { challengeId: data.challenge_id, credential: got.toJSON() }
+      const first = await sb.auth.passkey.verifyAuthentication(body)
+      const second = await sb.auth.passkey.verifyAuthentication(body)
+      return [first.error && first.error.code, second.error && second.error.code]
+    }""")
+    assert replay == [None, "webauthn_challenge_not_found"]
+
+    # A page of another origin (same RP id, a port the server does not list), holding the same key.
+    other, other_cdp, other_authenticator = open_page(chromium, world["other"], credentials=stored)
+    other.evaluate(CLIENT, [world["base"], anon_key])
+    refused = call(other, "sb.auth.signInWithPasskey()")
+    assert refused == {"user": None, "error": "webauthn_verification_failed"}
+    # There, registering with no authenticator holding the key (the browser itself refuses to make
+    # a credential the options exclude, before the server could).
+    cdp.send("WebAuthn.clearCredentials", {"authenticatorId": authenticator})
+    other_cdp.send("WebAuthn.clearCredentials", {"authenticatorId": other_authenticator})
+    password = "sb.auth.signInWithPassword({ email: 'ann@example.com', password: 'secret-pw' })"
+    assert call(other, password)["error"] is None
+    registering = "async () => { const r = await sb.auth.registerPasskey(); return r.error && r.error.code }"
+    assert other.evaluate(registering) == "webauthn_verification_failed"
+    token = world["api"].sign_in().json["access_token"]
+    assert len(world["api"].get("/auth/v1/passkeys", token=token).json) == 1
