@@ -7,6 +7,7 @@ import logging
 
 from flask import current_app, json, request
 from sqlalchemy.exc import DataError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from werkzeug.exceptions import HTTPException
 
 import metrics
@@ -165,6 +166,9 @@ def handle_unexpected(exc):
     rest = api == "rest"
     if isinstance(exc, OperationalError) and not_answering(exc):
         log.error("database unavailable on %s %s: %s", request.method, request.path, describe(exc))
+        return unavailable()
+    if isinstance(exc, PoolTimeout):  # every pooled connection busy for DB_TIMEOUT: a wait, not a bug
+        log.error("no pooled database connection free in time on %s %s", request.method, request.path)
         return unavailable()
     if isinstance(exc, OperationalError) and rest:
         # What the query asked that no check above caught (a regular expression MariaDB cannot run, a

@@ -419,3 +419,18 @@ def test_hook_calls_and_failures_are_counted(make_app, anon_key, service_key):
 
 def hook_claims(payload):
     return json.dumps(payload["claims"]).encode()
+
+
+def test_a_pool_that_stays_busy_is_a_503_counted_as_a_database_timeout(make_app, service_key):
+    app = make_app(METRICS=True)
+
+    @app.get("/rest/v1/busy")
+    def busy():
+        raise sa.exc.TimeoutError("QueuePool limit of size 5 overflow 10 reached")
+
+    client = app.test_client()
+    before = scrape(client, apikey=service_key)
+    response = Api(app, service_key).get("/rest/v1/busy")
+    assert response.status_code == 503 and response.json["code"] == 503
+    after = scrape(client, apikey=service_key)
+    assert moved(before, after, "minibase_db_timeouts_total") == 1
