@@ -230,9 +230,9 @@ def test_wsgi_started_with_its_database_down_says_so_in_one_line(tmp_path):
 
         def answered():
             assert process.poll() is None, log.read_text()
-            return requests.get(f"http://127.0.0.1:{port}/health", timeout=5)
+            return (requests.get(f"http://127.0.0.1:{port}/health", timeout=5),)  # a 503 is falsy
 
-        health = eventually(answered, 30, 0.1, "wsgi.py answered", ignoring=requests.ConnectionError)
+        (health,) = eventually(answered, 30, 0.1, "wsgi.py answered", ignoring=requests.ConnectionError)
     finally:
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=30)
