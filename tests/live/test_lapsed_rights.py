@@ -161,7 +161,10 @@ def test_a_private_channel_stops_with_its_rights(start_server, cause):
 
 
 def test_a_lapsed_member_leaves_the_others_presence(start_server):
-    server = start_server(RULES, REALTIME_RECHECK_SECONDS=RECHECK)
+    """Each token verified in a read of its own (CHUNK = 1): ann's logout lapses hers, not bob's."""
+    server = start_server(
+        RULES, prelude="import live.access; live.access.CHUNK = 1", REALTIME_RECHECK_SECONDS=RECHECK
+    )
     ann_token, _ = sign_up(server, "ann@example.com")
     bob_token, _ = sign_up(server, "bob@example.com")
     ann, bob = member(server, ann_token, "ann"), member(server, bob_token, "bob")
@@ -179,6 +182,8 @@ def test_a_lapsed_member_leaves_the_others_presence(start_server):
         late.join("room-1", private=True, access_token=bob_token, presence={"key": "late"})["status"] == "ok"
     )
     assert late.until("presence_state")["payload"] == {}
+    say(late, "to-bob")  # rounds of the re-check later, bob's channel is his still
+    assert heard(bob) == "to-bob"
 
 
 def test_a_new_token_is_judged_against_the_topics_policies_again(start_server):
