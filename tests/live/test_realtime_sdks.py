@@ -212,3 +212,27 @@ def test_a_page_subscribed_before_sign_in_gets_the_users_changes(
         ["UPDATE", "old client, edited"],
         ["DELETE", out["oldId"]],
     ]
+
+
+PRIVATE = """
+[realtime]
+select = "authenticated"
+insert = "authenticated"
+"""
+
+
+@pytest.mark.parametrize("vsn", ["1.0.0", "2.0.0"])
+def test_supabase_js_private_channel_closes_when_its_user_signs_out(node_modules, start_server, vsn):
+    server = start_server(PRIVATE)
+    env = {**os.environ, "MINIBASE_URL": server.base, "ANON_KEY": server.anon, "VSN": vsn}
+    done = subprocess.run(["node", "realtime_private_sign_out.mjs"], cwd=node_modules.parent, env=env,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert "SUBSCRIBED" in out["annStatuses"] and out["annStatuses"][-1] == "CLOSED"
+    assert out["bobStatuses"] == ["SUBSCRIBED"]
+    refused = "You do not have permissions to read from this Channel topic: room-1"
+    assert ["error", refused] in out["annSystem"]
+    assert out["annHeard"] == ["before-bob"]  # not bob's after her sign-out
+    assert out["bobHeard"] == ["before-ann"]  # not what she sent after it
+    assert out["annSendAfter"] != "ok" and out["bobSendAfter"] == "ok"
