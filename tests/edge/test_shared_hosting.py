@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -45,23 +46,25 @@ def cgi_call(env, name):
     return head.decode(), payload, time.monotonic() - started
 
 
-def workers_running():
-    """The pids of this checkout's worker processes still running."""
+def workers_running(mark):
+    """The pids of worker processes whose environment holds `mark` (a worker inherits the
+    environment of the process that started it): this test's, whatever else runs beside it."""
     found = []
     for entry in Path("/proc").iterdir():
         try:
-            command = (entry / "cmdline").read_bytes().split(b"\0")
-            if b"runner.worker" in command and os.readlink(entry / "cwd") == str(ROOT):
+            if mark in (entry / "environ").read_bytes().split(b"\0"):
                 found.append(entry.name)
-        except (OSError, ValueError):
+        except OSError:
             continue
     return found
 
 
 def test_under_cgi_a_function_runs_in_the_request_and_leaves_no_process(tmp_path):
+    greeting = uuid.uuid4().hex  # in the environment of this test's workers only (peek says it)
     env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path}/cgi.db", "JWT_SECRET": SECRET,
-           "FUNCTIONS_DIR": str(FUNCTIONS)}  # fmt: skip
-    before = set(workers_running())
+           "FUNCTIONS_DIR": str(FUNCTIONS), "GREETING": greeting}  # fmt: skip
+    head, body, _ = cgi_call(env, "peek")
+    assert head.startswith("Status: 200") and json.loads(body)["greeting"] == greeting
     head, body, _ = cgi_call(env, "hello")
     assert head.startswith("Status: 200") and body == b"Hello World"
     head, body, seconds = cgi_call(env, "hangs")  # its config.toml: timeout = 1
@@ -69,7 +72,7 @@ def test_under_cgi_a_function_runs_in_the_request_and_leaves_no_process(tmp_path
     head, body, _ = cgi_call(env, "raises")
     assert head.startswith("Status: 500") and b"boom" not in body
     time.sleep(0.5)
-    assert set(workers_running()) <= before  # each CGI process took its worker with it
+    assert workers_running(f"GREETING={greeting}".encode()) == []  # each CGI process took its worker
 
 
 def test_under_passenger_the_app_s_process_keeps_its_workers(tmp_path):
