@@ -200,11 +200,11 @@ def test_a_new_token_is_judged_against_the_topics_policies_again(start_server):
     while True:  # the token is verified in a thread: ask until ann is quiet
         say(ann, "probe")
         try:
-            bob.until("broadcast", timeout=0.5)
+            bob.until("broadcast", timeout=1.5)  # under load a probe may take a while
         except TimeoutError:
             break
         assert time.monotonic() < deadline
-    bob.nothing(0.5)
+    bob.nothing(1.0)
     ref = track(ann, {"name": "quiet"})
     reply = ann.until("phx_reply")
     assert reply["ref"] == ref and reply["payload"]["status"] == "error"
