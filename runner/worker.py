@@ -72,7 +72,10 @@ def set_limits(memory):
     except (OSError, AttributeError):  # not Linux: the closed socket still ends an idle worker
         pass
     if memory:
-        resource.setrlimit(resource.RLIMIT_AS, (address_space() + memory, resource.RLIM_INFINITY))
+        try:
+            resource.setrlimit(resource.RLIMIT_AS, (address_space() + memory, resource.RLIM_INFINITY))
+        except (OSError, ValueError):  # no /proc (macOS, where RLIMIT_AS is not enforced anyway)
+            pass
 
 
 def address_space():
@@ -107,7 +110,8 @@ def boot(name, path, functions_dir):
 
 def leaks():
     """What a call may leave behind: threads, and open files."""
-    return threading.active_count(), len(os.listdir("/proc/self/fd"))
+    files = "/proc/self/fd" if os.path.isdir("/proc/self/fd") else "/dev/fd"
+    return threading.active_count(), len(os.listdir(files))
 
 
 def shape(result):
