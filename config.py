@@ -230,6 +230,8 @@ VARIABLES = {
     "OTP_EXPIRY": ("3600", lambda n, v: _integer(n, v, 60)),
     "EMAIL_RATE_LIMIT": ("60", _integer),
     "EMAIL_TEMPLATES": (None, _text),
+    # How long a sender holds a mail it is sending before another may (docs/email.md: Delivery).
+    "MAIL_LEASE": ("60", lambda n, v: _integer(n, v, 1)),
     # Multi-factor authentication (docs/auth.md): what TOTP secrets are sealed with; JWT_SECRET when unset.
     "MFA_ENCRYPTION_KEY": (None, _keys),
     # Storage (docs/storage.md).

@@ -172,6 +172,24 @@ class EmailSend(db.Model):
     sent_at = mapped_column(DateTime, nullable=False, index=True)
 
 
+class OutgoingMail(db.Model):
+    """An e-mail (or a send_email hook call) waiting to leave, written with its token: its content
+    sealed (auth.encryption, bound to the token's hash), and who may send it until when (auth.outbox)."""
+
+    __tablename__ = "minibase_mail_outbox"
+
+    id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+    )
+    token_hash: Mapped[str] = mapped_column(String(64), nullable=False)
+    content: Mapped[str] = mapped_column(Text().with_variant(mysql.LONGTEXT(), "mysql"), nullable=False)
+    created_at = mapped_column(DateTime, nullable=False)
+    expires_at = mapped_column(DateTime, nullable=False)  # the token's: past it the link is dead
+    claimed_by: Mapped[str] = mapped_column(String(32), nullable=False)
+    lease_until = mapped_column(DateTime, nullable=False, index=True)
+    attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+
+
 class FlowState(db.Model):
     """A sign-in under way: a third-party sign-in between /authorize and /callback (`state_key`),
     and a PKCE flow's challenge and, once its redirect is made, its auth code (a keyed hash)."""

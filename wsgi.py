@@ -15,7 +15,7 @@ app = application = create_app()
 
 
 def main():
-    from auth import tokens
+    from auth import outbox, tokens
     from runtime import server, workers
 
     secret = app.config["JWT_SECRET"]
@@ -30,6 +30,7 @@ def main():
         logs.log_directly(app.config["LOG_FORMAT"])
         sys.exit(workers.serve(app, host, port, threads, app.config["WORKERS"], sockets))
     writer = logs.log_in_batches(app.config["LOG_FORMAT"])
+    outbox.start_sender(app)  # the mail a process that died left unsent (each worker has its own)
     if sockets:
         try:
             serve_sockets(host, port, threads)

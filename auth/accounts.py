@@ -129,8 +129,9 @@ def create_user(email, password, data, hashed=None, provider="email"):
     one_sign_up_at_a_time(email)
     if find_credentials(email) is not None:
         raise user_already_exists()
-    if hooks.enabled("before_user_created"):
-        hooks.before_user_created(proposed_user(email, data, provider))
+    if hooks.enabled("before_user_created"):  # asked with no transaction open, once per unit
+        proposed = proposed_user(email, data, provider)
+        transactions.ask(("before_user_created", email), lambda: hooks.before_user_created(proposed))
     users = users_table()
     for name in required_without_default(users):
         if columns.get(name) is None:
@@ -155,7 +156,23 @@ def create_user(email, password, data, hashed=None, provider="email"):
         forget(user_id)
     profile = {"user_id": user_id, "about": about, "extra": extra or None, "updated_at": now}
     upsert(Profile.__table__, profile, ["user_id"])
+
+    def take_back_the_new_user():
+        withdraw(user_id)
+
+    transactions.undo_if_a_step_fails(take_back_the_new_user)
     return user_id
+
+
+def withdraw(user_id):
+    """Delete a user made for a request that then failed after its commit (its token refused by
+    the custom_access_token hook, its mail not sent), unless somebody has signed in as them since:
+    the request answers as though it had made nobody."""
+    if db.session.execute(select(Session.id).where(Session.user_id == user_id).limit(1)).first():
+        return
+    users = users_table()
+    forget(user_id)
+    db.session.execute(delete(users).where(users.c.user_id == user_id))
 
 
 def forget(user_id):

@@ -3,9 +3,9 @@ links and invitations, each a link token and a 6-digit code sent by mail and ver
 
 Tokens are stored only as keyed hashes (HMAC with JWT_SECRET), so nothing in the database can be
 replayed; a new token for the same user and purpose replaces the old; a code dies after
-MAX_WRONG_GUESSES; a bad, used or expired token is always the same 403 otp_expired. Mail goes
-through mail.py within the transaction that made its token: if it cannot be sent, the token (and a
-user made for it) is rolled back with it."""
+MAX_WRONG_GUESSES; a bad, used or expired token is always the same 403 otp_expired. Mail is written
+to the outbox in the transaction that makes its token and sent after it commits (outbox.py): if it
+cannot be sent, the token is voided and a user made for it taken back (accounts.create_user)."""
 
 import hmac
 import secrets
@@ -15,7 +15,7 @@ from urllib.parse import quote, urlencode
 
 from sqlalchemy import delete, select, update
 
-from auth import accounts, anonymous, hooks, mail, pkce, sessions, tokens
+from auth import accounts, anonymous, hooks, outbox, pkce, sessions, tokens
 from auth.redirects import redirect_target
 from auth.users import is_anonymous, is_banned, load_user, user_object
 from config import setting
@@ -128,10 +128,20 @@ def throttle(email):
         )
     db.session.execute(update(EmailSend).where(EmailSend.address_key == key).values(sent_at=now))
 
+    def unstamp_the_unsent_mail():  # so that a mail that could not be sent may be asked for at once
+        db.session.execute(
+            update(EmailSend)
+            .where(EmailSend.address_key == key, EmailSend.sent_at == now)
+            .values(sent_at=last)
+        )
+
+    transactions.undo_if_a_step_fails(unstamp_the_unsent_mail)
+
 
 def send(purpose, user_id, email, redirect_to, challenge=None):
-    """Issue a token for (user, purpose) and mail its link and code to `email` (not committed: a
-    failure to send is a 503 and the caller's transaction, token included, is rolled back). With a
+    """Issue a token for (user, purpose) and queue the mail of its link and code to `email`, sent
+    once the caller's unit of work commits (auth.outbox): a mail that cannot be sent then is a 503
+    (or the send_email hook's error), its token voided and the user made for it taken back. With a
     PKCE `challenge`, following the link ends in an auth code rather than a session."""
     pkce.start(challenge, METHODS[purpose], user_id=user_id)
     token, code = issue(user_id, purpose, email)
@@ -141,13 +151,22 @@ def send(purpose, user_id, email, redirect_to, challenge=None):
     # Supabase works: {{ confirmation_url }}, or an app's own route with {{ token_hash }}.
     variables = {"confirmation_url": link, "token": code, "token_hash": token, "redirect_to": target}
     if hooks.enabled("send_email"):
-        send_by_hook(purpose, user_id, variables)
-        return
-    mail.send(mail.compose(TEMPLATES[purpose], email, link=link, code=code, **variables))
+        content = by_hook(purpose, user_id, variables)
+    else:
+        context = {"link": link, "code": code, **variables}
+        content = {"via": "smtp", "template": TEMPLATES[purpose], "to": email, "context": context}
+    token_hash = keyed_hash(f"link:{token}")
+
+    def void_unsent_token():
+        db.session.execute(delete(OneTimeToken).where(OneTimeToken.token_hash == token_hash))
+
+    transactions.undo_if_a_step_fails(void_unsent_token)
+    expires_at = tokens.utcnow() + timedelta(seconds=setting("OTP_EXPIRY"))
+    outbox.queue(content, token_hash, expires_at)
 
 
-def send_by_hook(purpose, user_id, variables):
-    """The mail handed to the send_email hook instead of SMTP, as GoTrue hands it: the user and
+def by_hook(purpose, user_id, variables):
+    """The mail as the send_email hook takes it instead of SMTP, as GoTrue hands it: the user and
     GoTrue's email_data (the code as `token`, the link's token as `token_hash`, which POST /verify
     takes, and `site_url` the auth API's base, for building the link)."""
     user = {**user_object(load_user(user_id)), "id": hooks.subject(user_id)}  # new_email: a change's
@@ -160,7 +179,7 @@ def send_by_hook(purpose, user_id, variables):
         "token_new": "",
         "token_hash_new": "",
     }
-    hooks.send_email(user, email_data)
+    return {"via": "hook", "user": user, "email_data": email_data}
 
 
 def _profile(user_id, **values):

@@ -1,6 +1,7 @@
-"""TOTP secrets at rest: sealed with AES-256-GCM (the `cryptography` package) under a key derived by
-HKDF-SHA256 from MFA_ENCRYPTION_KEY, or from JWT_SECRET when that is not set. The factor's id is the
-associated data, so a sealed secret copied onto another factor does not open. A copy of the
+"""TOTP secrets, and the links and codes of mails waiting in the outbox, at rest: sealed with
+AES-256-GCM (the `cryptography` package) under a key derived by HKDF-SHA256 from MFA_ENCRYPTION_KEY,
+or from JWT_SECRET when that is not set. The row's own id (a factor's id, a mail's token hash) is
+the associated data, so a sealed value copied onto another row does not open. A copy of the
 database alone gives nothing away.
 
 MFA_ENCRYPTION_KEY may list several keys, comma-separated: the first seals, every one opens (what

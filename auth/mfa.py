@@ -18,6 +18,7 @@ from sqlalchemy import delete, func, select, update
 from auth import audit, encryption, hooks, sessions, tokens
 from auth.users import factor_object, load_user
 from config import setting
+from database import transactions
 from database.transactions import CommitAndRaise, transactional
 from errors import APIError, Auth, user_not_found, validation_failed
 from extensions import db
@@ -174,8 +175,11 @@ def verify(who, factor_id, challenge_id, code, ip):
         ).rowcount
     )
     if hooks.enabled("mfa_verification_attempt"):
-        rejected, message = hooks.mfa_verification_attempt(
-            hooks.subject(who.user_id), factor.id, bool(accepted), ip
+        # Asked with no transaction open, once for this verification whatever the unit's retries.
+        subject, factor_id, valid = hooks.subject(who.user_id), factor.id, bool(accepted)
+        rejected, message = transactions.ask(
+            ("mfa_verification_attempt", found.id),
+            lambda: hooks.mfa_verification_attempt(subject, factor_id, valid, ip),
         )
         if rejected:  # GoTrue's answer: the user's sessions end, this attempt is refused
             sessions.end(Session.user_id == who.user_id)

@@ -10,6 +10,7 @@ from sqlalchemy import delete, or_, select, update
 from auth import audit, hooks, tokens
 from auth.users import is_anonymous, is_banned, load_user, user_object
 from config import setting
+from database import transactions
 from database.transactions import CommitAndRaise, transactional
 from errors import (
     APIError,
@@ -66,6 +67,12 @@ def start(user_id, method=None):
     where = audit.user_target(user_id, email)
     details = {"method": method or "password"}
     audit.record("sign_in", where, details, actor=email or "anonymous", actor_id=user_id)
+    session_id = session.id
+
+    def end_the_unanswered_session():
+        end(Session.id == session_id)
+
+    transactions.undo_if_a_step_fails(end_the_unanswered_session)
     return session_object(row, session, refresh)
 
 
@@ -89,10 +96,6 @@ def session_object(row, session, refresh, method=None):
         "app_metadata": user["app_metadata"],
     }
     payload = tokens.access_claims(claims, setting("JWT_EXPIRY"))
-    if hooks.enabled("custom_access_token"):
-        method = method or claims["amr"][0]["method"]
-        payload = hooks.customize_access_token(claims["sub"], payload, method)
-    access, expires_at = tokens.sign_access_claims(payload, setting("JWT_KEYS")), payload["exp"]
     refresh_token = tokens.refresh_token(
         session.id,
         user_id,
@@ -101,14 +104,42 @@ def session_object(row, session, refresh, method=None):
         secret,
         setting("REFRESH_TOKEN_EXPIRY"),
     )
-    return {
-        "access_token": access,
+    answer = {
+        "access_token": None,
         "token_type": "bearer",
         "expires_in": setting("JWT_EXPIRY"),
-        "expires_at": expires_at,
+        "expires_at": None,
         "refresh_token": refresh_token,
         "user": user,
     }
+
+    def sign(approved):
+        answer["access_token"] = tokens.sign_access_claims(approved, setting("JWT_KEYS"))
+        answer["expires_at"] = approved["exp"]
+
+    if not hooks.enabled("custom_access_token"):
+        sign(payload)
+        return answer
+    method = method or claims["amr"][0]["method"]
+
+    def sign_what_the_hook_approves():
+        sign(hooks.customize_access_token(claims["sub"], payload, method))
+
+    # Asked once the session is committed, outside the unit of work: no retry asks again, and no
+    # connection waits on the hook. Its refusal takes back what the unit made (the undos).
+    transactions.after_commit(sign_what_the_hook_approves)
+    return answer
+
+
+def _take_back_rotation(presented, made):
+    """Undo a rotation whose new token was never handed out: the new token revoked, the one the
+    client still holds valid again."""
+
+    def restore_the_presented_token():
+        db.session.execute(update(RefreshToken).where(RefreshToken.token == made).values(revoked=True))
+        db.session.execute(update(RefreshToken).where(RefreshToken.token == presented).values(revoked=False))
+
+    transactions.undo_if_a_step_fails(restore_the_presented_token)
 
 
 def methods(session):
@@ -145,7 +176,10 @@ def step_up(session, factor_id):
         .where(RefreshToken.session_id == session.id, RefreshToken.revoked.is_(False))
         .values(revoked=True, updated_at=tokens.utcnow())
     )
-    return session_object(load_user(session.user_id), session, _new_refresh_token(session.id, latest))
+    made = _new_refresh_token(session.id, latest)
+    if latest is not None:
+        _take_back_rotation(latest, made.token)
+    return session_object(load_user(session.user_id), session, made)
 
 
 def step_down(factor_id):
@@ -219,6 +253,7 @@ def refresh(token):
     if rotated:
         current = _new_refresh_token(session.id, parent=row.token)
         session.refreshed_at = now
+        _take_back_rotation(row.token, current.token)
     else:
         current = _reuse(row, session, now)
     user = load_user(session.user_id)

@@ -32,6 +32,12 @@ attempt is tried again once that time is spent, and every connect, read and writ
 waits no longer than what is left of it (database.connections), so that a frozen database is a 503
 within DB_TIMEOUT, not ATTEMPTS times that.
 
+What calls another service (an auth hook, a mail server) is kept out of the unit's attempts, so
+that no retry repeats it and no connection or lock waits on it: `ask(key, question)` asks before
+the unit's writes (the attempt that needs the answer is rolled back, asks, and the unit runs again
+with it), `after_commit(step)` calls once the unit has committed, and `undo_if_a_step_fails(undo)`
+takes back what the unit wrote for a response that such a step then failed.
+
 `alongside(extra)` adds `extra()` to the next unit that commits in its block: a record of a change
 that a service makes in a unit of its own (an upload, whose bytes are placed around its commit)."""
 
@@ -71,6 +77,8 @@ _committing_alone = contextvars.ContextVar("minibase_committing_alone", default=
 # A span around a statement run straight on a DBAPI connection (SQL, database name) -> a context
 # manager: set by runtime.traces when tracing is on; None costs nothing.
 statement_spans = None
+_after = contextvars.ContextVar("minibase_after_commit", default=None)  # the running attempt's After
+_answers = contextvars.ContextVar("minibase_answers", default=None)  # what `ask` got, per outermost unit
 COMMITS, ROLLS_BACK = "commits", "rolls back"  # what the running unit of work does at its end
 
 
@@ -207,48 +215,129 @@ def _run(work, args, kwargs, commit, read_only):
     if _inside.get():
         return work(*args, **kwargs)  # part of the unit already running: it commits or not
     token = _inside.set(COMMITS if commit else ROLLS_BACK)
+    answers = _answers.set({})
     try:
-        for attempt in range(1, ATTEMPTS + 1):
-            committing = False
-            _committing_alone.set(False)
-            try:
-                _roll_back()  # what the request read before is over: a fresh snapshot
-                stop = None
-                with _read_only(read_only):
-                    try:
-                        result = work(*args, **kwargs)
-                    except CommitAndRaise as raised:
-                        stop = raised
-                pending = _alongside.get() if commit and stop is None else None
-                for extra in pending or ():
-                    extra()
-                committing = True
-                # A commit refused (a Galera certification failure) tries the whole unit again, the
-                # commit of a CommitAndRaise included: its counted failure must not be lost.
-                if _in_transaction():
-                    db.session.commit() if commit or stop is not None else db.session.rollback()
-                if pending:
-                    pending.clear()  # committed: the block's later units do not repeat it
-                if stop is not None:
-                    raise stop.error from None
-                return result
-            except DBAPIError as exc:
-                _roll_back()
-                counted(exc)
-                if (
-                    attempt == ATTEMPTS
-                    or not retryable(exc, committing or _committing_alone.get())
-                    or not paused_for_another_attempt(attempt)
-                ):
-                    raise
-                metrics.DB_RETRIES.inc()
-                log.info("%s: %s, trying again (attempt %d)", work.__name__, describe(exc), attempt + 1)
-            except BaseException:
-                _roll_back()
-                raise
-        raise AssertionError("unreachable")
+        result, after = _attempts(work, args, kwargs, commit, read_only)
     finally:
         _inside.reset(token)
+        _answers.reset(answers)
+    if after is not None:
+        after.run()
+    return result
+
+
+def _attempts(work, args, kwargs, commit, read_only):
+    """(the unit's result, what runs after its commit: an After, or None), the unit tried again from
+    its first statement while the database refuses it for a retryable reason."""
+    attempt = 1
+    while True:
+        committing = False
+        _committing_alone.set(False)
+        after = After()
+        token = _after.set(after)
+        try:
+            _roll_back()  # what the request read before is over: a fresh snapshot
+            stop = None
+            with _read_only(read_only):
+                try:
+                    result = work(*args, **kwargs)
+                except CommitAndRaise as raised:
+                    stop = raised
+            pending = _alongside.get() if commit and stop is None else None
+            for extra in pending or ():
+                extra()
+            committing = True
+            # A commit refused (a Galera certification failure) tries the whole unit again, the
+            # commit of a CommitAndRaise included: its counted failure must not be lost.
+            if _in_transaction():
+                db.session.commit() if commit or stop is not None else db.session.rollback()
+            if pending:
+                pending.clear()  # committed: the block's later units do not repeat it
+            if stop is not None:
+                raise stop.error from None
+            return result, after if commit else None
+        except _Ask as asked:
+            _roll_back()  # its connection and locks go back before the question is asked
+            _answers.get()[asked.key] = asked.question()
+        except DBAPIError as exc:
+            _roll_back()
+            counted(exc)
+            if (
+                attempt == ATTEMPTS
+                or not retryable(exc, committing or _committing_alone.get())
+                or not paused_for_another_attempt(attempt)
+            ):
+                raise
+            attempt += 1
+            metrics.DB_RETRIES.inc()
+            log.info("%s: %s, trying again (attempt %d)", work.__name__, describe(exc), attempt)
+        except BaseException:
+            _roll_back()
+            raise
+        finally:
+            _after.reset(token)
+
+
+class _Ask(BaseException):  # noqa: N818 (a signal to the helper; no `except Exception` may catch it)
+    def __init__(self, key, question):
+        super().__init__(key)
+        self.key, self.question = key, question
+
+
+def ask(key, question):
+    """`question()`'s answer, for an answer from another service that the unit of work needs (an auth
+    hook that may veto a sign-up), asked outside the unit: the attempt that first asks is rolled
+    back, so that no pooled connection nor lock waits on the other service, `question()` is called
+    with no transaction open, and the unit runs again from its first statement, where `ask(key, …)`
+    now returns the answer at once, as it does in every later attempt. So the question is asked once
+    per unit of work whatever its retries, under `key`. Outside a unit it is simply asked."""
+    answers = _answers.get()
+    if not _inside.get() or answers is None:
+        return question()
+    if key not in answers:
+        raise _Ask(key, question)
+    return answers[key]
+
+
+class After:
+    """What a unit of work leaves for after its commit: `steps` that call another service (an auth
+    hook whose answer the response needs, a mail server), and `undos`, the unit's own writes taken
+    back should one of those steps fail (the user made for a sign-up whose token the hook refused, a
+    token whose mail could not be sent). Each undo is a unit of work of its own, the last made first."""
+
+    def __init__(self):
+        self.steps, self.undos = [], []
+
+    def run(self):
+        try:
+            for step in self.steps:
+                step()
+        except BaseException:
+            for undo in reversed(self.undos):
+                try:
+                    write(undo)
+                except DBAPIError as exc:  # the step's own error is the answer; this one is logged
+                    log.error("undoing %s after a failed step: %s", undo.__name__, describe(exc))
+            raise
+
+
+def after_commit(step):
+    """`step()` runs once the running unit of work has committed, outside it: no connection held, no
+    lock, no retry repeats it (an attempt rolled back drops its steps), and it may run units of its
+    own. A unit that ends in an error (CommitAndRaise) runs none. Outside a unit, it runs now."""
+    after = _after.get()
+    if after is None or not _inside.get():
+        step()
+    else:
+        after.steps.append(step)
+
+
+def undo_if_a_step_fails(undo):
+    """`undo()` runs, as a unit of work of its own, if a step after the running unit's commit fails
+    (after_commit): it takes back what the unit wrote for a response that will not be given."""
+    after = _after.get()
+    if after is not None and _inside.get():
+        after.undos.append(undo)
 
 
 def _in_transaction():

@@ -24,6 +24,7 @@ import threading
 import time
 
 import metrics
+from auth import outbox
 from extensions import db
 from live import bus
 from runtime import logs, server
@@ -106,6 +107,7 @@ def _work(app, listener, threads, parent, balance, slot, sockets=False):
         try:
             with app.app_context():
                 db.engine.dispose(close=False)  # the parent's connections stay the parent's
+            outbox.start_sender(app)  # the mail a process that died left unsent
             if sockets:
                 _serve_sockets(app, listener, threads, stop)
             else:
