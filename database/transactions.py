@@ -67,7 +67,10 @@ log = logging.getLogger("minibase")
 ATTEMPTS = 10
 FIRST_PAUSE = 0.01  # seconds; doubled after each attempt (up to MAX_PAUSE), drawn at random up to that
 MAX_PAUSE = 0.25
-RETRYABLE_CODES = frozenset({1205, 1213})  # MySQL/MariaDB: lock wait timeout, deadlock
+# MySQL/MariaDB: a lock wait timed out; a deadlock (or a Galera certification failure); a SAVEPOINT
+# that no longer exists, because the server rolled the whole transaction back under it (a deadlock
+# met inside the savepoint): each a conflict the database resolved by rolling back, never the query's.
+RETRYABLE_CODES = frozenset({1205, 1213, 1305})
 
 _inside = contextvars.ContextVar("minibase_transaction", default=False)
 _alongside = contextvars.ContextVar("minibase_alongside", default=None)
@@ -156,7 +159,8 @@ MYSQL_UNAVAILABLE = frozenset(
     {
         1021, 1037, 1038, 1040, 1041, 1045, 1047, 1053, 1129, 1130,  # disk, memory, connections, access
         1152, 1153, 1154, 1155, 1156, 1157, 1158, 1159, 1160, 1161,  # the network
-        1205, 1213, 1290, 1317, 1927, 1969, 3024, 4031,  # lock waits, read-only, killed, time limits
+        1205, 1213, 1290, 1305, 1317, 1927, 1969, 3024,  # lock waits, rolled back, read-only, killed,
+        4031,  # time limits
     }
 )  # fmt: skip
 
