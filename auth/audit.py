@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from sqlalchemy import func, insert, or_, select
 
 from auth import tokens
+from auth.users import is_anonymous
 from extensions import db
-from models import AuditEntry
+from models import AuditEntry, users_table
 
 # The doors an entry comes through.
 AUTH, ADMIN, DASHBOARD, CLI = "auth", "admin", "dashboard", "cli"
@@ -64,6 +65,14 @@ def record(action, target=None, details=None, actor=None, actor_id=None):
 
 
 def user_target(user_id, email=None):
+    """`user 8 (ann@example.com)`: the user's address is in every entry about them (read here when
+    the caller does not have it), so that searching the log for it finds their ban and their
+    deletion, and still does once the user and the address are gone."""
+    if email is None:
+        users = users_table()
+        email = db.session.execute(select(users.c.email).where(users.c.user_id == user_id)).scalar()
+        if is_anonymous(email):
+            email = None  # an anonymous user's placeholder address is nobody's
     return f"user {user_id}" + (f" ({email})" if email else "")
 
 

@@ -61,6 +61,18 @@ def test_auth_events_are_recorded_with_actor_ip_and_time(api, admin):
         assert secret not in str(found)  # no password, hash or factor secret in any entry
 
 
+def test_a_ban_and_a_deletion_are_found_by_the_users_address_after_the_user_is_gone(api, admin):
+    user_id = api.sign_up("ann@example.com")["user"]["id"]
+    api.sign_up("bob@example.com")
+    assert admin.put(f"/auth/v1/admin/users/{user_id}", json={"ban_duration": "2h"}).status_code == 200
+    assert admin.put(f"/auth/v1/admin/users/{user_id}", json={"app_metadata": {"team": 1}}).status_code == 200
+    assert admin.delete(f"/auth/v1/admin/users/{user_id}").status_code == 200
+    found = {entry["action"]: entry["target"] for entry in entries(admin, "ann@example.com")}
+    target = f"user {user_id} (ann@example.com)"
+    assert found == {"sign_in": target, "ban": target, "app_metadata_change": target, "user_deleted": target}
+    assert "bob@example.com" not in str(found)
+
+
 def test_the_lockout_is_recorded_once_when_it_starts(make_app, anon_key, service_key):
     app = make_app(RATE_LIMITS=True)
     api, admin = Api(app, anon_key), Api(app, service_key)
