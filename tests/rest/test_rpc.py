@@ -45,6 +45,11 @@ sql = "SELECT CAST(json_extract(:ids, '$[1]') AS SIGNED) + CAST(json_extract(:o,
 execute = "anon"
 returns = "scalar"
 
+[functions.described]
+sql = "SELECT :val AS val, :param AS param, :name AS name"
+execute = "anon"
+returns = "one"
+
 [functions.cheapest]
 sql = "SELECT id FROM items WHERE price < :max_price ORDER BY id"
 execute = "anon"
@@ -132,6 +137,26 @@ def test_arguments_the_function_does_not_take_are_a_400_in_postgrests_words(
         "hint": hint,
     }
     assert_rest_error(rest.anon.post("/rest/v1/rpc/cheaper_than", data=b"[1"), 400)
+
+
+@pytest.mark.parametrize(
+    ("given", "hint"),
+    [({"val": 1, "param": 2}, "(name, param, val)"),  # one missing
+     ({"val": 1, "param": 2, "name": 3, "extra": 4}, "(name, param, val)"),  # one too many
+     ({"vall": 1, "pqaram": 2, "nam": 3}, "(name, param, val)"),  # each misspelled
+     ({"noclosealternative": 1}, None)],
+)  # fmt: skip
+def test_the_hint_names_the_functions_own_parameters_as_postgrest_does(rest, given, hint):
+    """PostgREST's noRpcHint (its doctests' cases): the function's parameters sorted, when they are
+    near enough to the arguments given; checked through a real request, POST and GET alike."""
+    expected = hint and f"Perhaps you meant to call the function public.described{hint}"
+    posted = rest.anon.post("/rest/v1/rpc/described", json=given, headers=SDK)
+    assert posted.status_code == 400 and posted.json["code"] == "PGRST202"
+    assert posted.json["hint"] == expected
+    query = "&".join(f"{name}={value}" for name, value in given.items())
+    assert rest.anon.get(f"/rest/v1/rpc/described?{query}", headers=SDK).json["hint"] == expected
+    good = rest.anon.post("/rest/v1/rpc/described", json={"val": 1, "param": 2, "name": 3})
+    assert good.status_code == 200
 
 
 def test_an_unknown_function_is_a_404_naming_the_nearest(rest):
