@@ -1,4 +1,4 @@
-"""What stands in front of both APIs, as Supabase's gateway does, and what every response gets on its
+"""What stands in front of every API, as Supabase's gateway does, and what every response gets on its
 way out: the API key every /auth/v1 and /rest/v1 request carries, the caller behind a bearer token,
 one log line per request with no key, token or password in it, headers that keep browsers and
 caches from misusing a response, and the end of the request's transaction."""

@@ -1,1 +1,1 @@
-"""The database underneath both APIs: connections with bounded waits, and the one transaction helper."""
+"""The database underneath every API: connections with bounded waits, and the one transaction helper."""

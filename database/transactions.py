@@ -1,4 +1,4 @@
-"""The one way minibase runs a transaction, on both APIs: begin, commit or roll back, and try the
+"""The one way minibase runs a transaction, on every API: begin, commit or roll back, and try the
 whole unit of work again when the database refused it only because of another transaction.
 
 - `write(work, *args)`: `work` runs on the request's session and is committed when it returns,
