@@ -65,6 +65,7 @@ def queue(content, token_hash, expires_at):
         if not transactions.write(_renew, row_id, claimant):
             return  # the lease ran out before the commit, and another sender has the mail
         send(content)
+        transactions.after_other_service()  # a slow mail server leaves the record of its send its time
         _sent(row_id, claimant)
 
     def drop_unsent_mail():

@@ -75,6 +75,7 @@ RETRYABLE_CODES = frozenset({1205, 1213, 1305})
 _inside = contextvars.ContextVar("minibase_transaction", default=False)
 _alongside = contextvars.ContextVar("minibase_alongside", default=None)
 _deadline = contextvars.ContextVar("minibase_database_deadline", default=None)  # time.monotonic()
+_bound = contextvars.ContextVar("minibase_database_bound", default=None)  # seconds bound_waits gave
 # Whether the running attempt sent a statement that commits by itself (`execute`, alone).
 _committing_alone = contextvars.ContextVar("minibase_committing_alone", default=False)
 # A span around a statement run straight on a DBAPI connection (SQL, database name) -> a context
@@ -87,12 +88,22 @@ COMMITS, ROLLS_BACK = "commits", "rolls back"  # what the running unit of work d
 
 def bound_waits(seconds):
     """From now on, this context's waits on the database (a request's) end within `seconds` in all."""
+    _bound.set(seconds)
     _deadline.set(time.monotonic() + seconds)
 
 
 def unbound_waits():
     """Each wait on the database is bounded on its own again (by DB_TIMEOUT), as outside requests."""
+    _bound.set(None)
     _deadline.set(None)
+
+
+def _bound_again():
+    """The request's waits on the database bounded anew, after a wait on another service (a hook, a
+    mail server) that is no wait on the database: what follows it gets its whole DB_TIMEOUT."""
+    seconds = _bound.get()
+    if seconds is not None:
+        _deadline.set(time.monotonic() + seconds)
 
 
 # The time.monotonic() at which the context's waits on the database must end, or None: unbounded.
@@ -317,12 +328,19 @@ class After:
             for step in self.steps:
                 step()
         except BaseException:
+            _bound_again()
             for undo in reversed(self.undos):
                 try:
                     write(undo)
                 except DBAPIError as exc:  # the step's own error is the answer; this one is logged
                     log.error("undoing %s after a failed step: %s", undo.__name__, describe(exc))
             raise
+
+
+def after_other_service():
+    """Call after waiting on another service within a step (after_commit): the database work that
+    follows it has its whole DB_TIMEOUT, not what the other service left of it."""
+    _bound_again()
 
 
 def after_commit(step):
