@@ -4,10 +4,8 @@ confirmation on and off, address changes, an SMTP server that refuses or is down
 code kept in the database or the log."""
 
 import base64
-import email
 import hashlib
 import re
-from email import policy
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -16,28 +14,10 @@ import sqlalchemy as sa
 from aiosmtpd.controller import Controller
 
 from auth import tokens
+from mail_server import Inbox, link_and_code
 from support import SECRET, Api, SupabaseJs, assert_auth_error, free_port, gotrue_client, serve_app
 
 SITE = "https://app.example.com"
-
-
-class Inbox:
-    """An SMTP server's handler that keeps what it receives, or refuses it when told to."""
-
-    def __init__(self):
-        self.messages = []
-        self.refuse = False
-
-    async def handle_DATA(self, server, session, envelope):
-        if self.refuse:
-            return "550 mailbox unavailable"
-        self.messages.append(email.message_from_bytes(envelope.content, policy=policy.default))
-        return "250 OK"
-
-    def last(self, to=None):
-        found = [m for m in self.messages if to is None or m["To"] == to]
-        assert found, f"no mail to {to}"
-        return found[-1]
 
 
 @pytest.fixture
@@ -70,13 +50,6 @@ def make_mailing_app(make_app, smtp):
 @pytest.fixture
 def api(make_mailing_app, anon_key):
     return Api(make_mailing_app(), anon_key)
-
-
-def link_and_code(message):
-    text = message.get_body(("plain",)).get_content()
-    link = re.search(r"(http\S+/auth/v1/verify\?\S+)", text).group(1)
-    code = re.search(r"code: (\d{6})", text).group(1)
-    return link, code
 
 
 def follow(api, link):

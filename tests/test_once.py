@@ -17,12 +17,12 @@ import pyotp
 import pytest
 import requests
 from aiosmtpd.controller import Controller
-from test_email import Inbox, link_and_code
-from test_hooks import HOOK_SECRET, HookServer, change
 
 from auth import encryption, outbox, tokens
 from database import transactions
 from extensions import db
+from hook_server import HOOK_SECRET, HookServer
+from mail_server import Inbox, link_and_code
 from models import OutgoingMail
 from support import SECRET, Api, assert_auth_error, free_port
 
@@ -42,6 +42,15 @@ def hook():
     server = HookServer()
     yield server
     server.stop()
+
+
+def change(**values):
+    """A custom_access_token hook's answer: the claims it was sent, with `values` added."""
+
+    def answer(payload):
+        return 200, "application/json", json.dumps({"claims": {**payload["claims"], **values}}).encode()
+
+    return answer
 
 
 def mailing(smtp, **settings):
