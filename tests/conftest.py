@@ -17,7 +17,6 @@ import pymysql
 import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
-from werkzeug.routing import Rule
 
 from app import create_app, upgrade_database
 from auth import tokens
@@ -36,28 +35,6 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if item.nodeid.startswith(SLOW):
             item.add_marker(pytest.mark.slow)
-
-
-def compile_url_builders_once():
-    """For each URL rule an app adds, werkzeug compiles two functions that build its URLs (Python
-    source made with `ast`, then `compile`): most of a create_app, for the same rules in every test.
-    Their code follows from the rule's parts alone (a rule with defaults aside), so this process
-    compiles each once; each rule still binds it to itself, as werkzeug does."""
-    compile_builder = Rule._compile_builder
-    compiled = {}
-
-    def once(self, append_unknown=True):
-        if self.defaults:  # its defaults' converted values are written into the code
-            return compile_builder(self, append_unknown)
-        key = (self.rule, tuple(self._trace), append_unknown)
-        if key not in compiled:
-            compiled[key] = compile_builder(self, append_unknown)
-        return compiled[key]
-
-    Rule._compile_builder = once
-
-
-compile_url_builders_once()
 
 
 SHM = Path("/dev/shm")

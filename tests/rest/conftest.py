@@ -1,13 +1,17 @@
 """The table API's tests share these: the tables they expose, their seed rows, and the fixtures
 that build an app over them on the backend under test (`make_rest`, `rest`)."""
 
+import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 
 import pytest
 import sqlalchemy as sa
 
-from support import Api
+from app import create_app
+from auth import tokens
+from extensions import db
+from support import SECRET, Api
 
 metadata = sa.MetaData()
 items = sa.Table(
@@ -190,3 +194,40 @@ def rest(make_rest):
 def tables_toml():
     """The tables.toml the `rest` fixtures expose, for a test that adds to it."""
     return TABLES_TOML
+
+
+@pytest.fixture(scope="module", params=["sqlite", pytest.param("mysql", marks=pytest.mark.mysql)])
+def rest_reads(request, tmp_path_factory):
+    """One app over the seeded tables above for all of a module's tests that ask for it, on each
+    backend: for tests that only read, or whose every write is refused, and leave the tables as
+    `rest` finds them. Making an app and its database for each of some 700 such cases was a fifth
+    of the apps `make test` makes."""
+    where = tmp_path_factory.mktemp("rest_reads")
+    if request.param == "sqlite":
+        url, server, name = f"sqlite:///{where}/reads.db", None, None
+    else:
+        server = request.getfixturevalue("mariadb_server")
+        name = f"minibase_reads_{uuid.uuid4().hex[:12]}"
+        with sa.create_engine(server).connect() as connection:
+            connection.exec_driver_sql(f"CREATE DATABASE {name} CHARACTER SET utf8mb4")
+        url = server.set(database=name).render_as_string(hide_password=False)
+    request.getfixturevalue(f"migrated_{request.param}").lay_into(url)
+    engine = sa.create_engine(url)
+    metadata.create_all(engine)
+    with engine.begin() as connection:
+        connection.execute(items.insert(), ITEMS)
+    config = where / "tables.toml"
+    config.write_text(TABLES_TOML)
+    settings = {"DATABASE_URL": url, "JWT_SECRET": SECRET, "BCRYPT_ROUNDS": 4, "RATE_LIMITS": False,
+                "STORAGE_ROOT": str(where / "storage"), "TABLES_CONFIG": str(config)}  # fmt: skip
+    app = create_app(settings)
+    app.config["TESTING"] = True
+    keys = (tokens.api_key("anon", SECRET), tokens.api_key("service_role", SECRET))
+    yield Env(app, Api(app, keys[0]), Api(app, keys[1]), engine)
+    with app.app_context():
+        db.session.remove()
+        db.engine.dispose()
+    engine.dispose()
+    if server is not None:
+        with sa.create_engine(server).connect() as connection:
+            connection.exec_driver_sql(f"DROP DATABASE IF EXISTS {name}")

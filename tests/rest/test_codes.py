@@ -38,8 +38,8 @@ CASES = [
 
 @pytest.mark.parametrize("sdk", SDK_HEADERS, ids=["x-client-info", "accept-profile"])
 @pytest.mark.parametrize(("method", "path", "body", "headers", "status", "code"), CASES)
-def test_an_official_sdk_gets_postgrest_codes(rest, sdk, method, path, body, headers, status, code):
-    response = getattr(rest.anon, method)(path, json=body, headers={**headers, **sdk})
+def test_an_official_sdk_gets_postgrest_codes(rest_reads, sdk, method, path, body, headers, status, code):
+    response = getattr(rest_reads.anon, method)(path, json=body, headers={**headers, **sdk})
     assert response.status_code == status, response.get_data(as_text=True)
     answer = response.get_json()
     assert set(answer) == {"message", "code", "hint", "details"}
@@ -47,8 +47,8 @@ def test_an_official_sdk_gets_postgrest_codes(rest, sdk, method, path, body, hea
 
 
 @pytest.mark.parametrize(("method", "path", "body", "headers", "status", "code"), CASES)
-def test_a_plain_client_gets_the_status(rest, method, path, body, headers, status, code):
-    response = getattr(rest.anon, method)(path, json=body, headers=headers)
+def test_a_plain_client_gets_the_status(rest_reads, method, path, body, headers, status, code):
+    response = getattr(rest_reads.anon, method)(path, json=body, headers=headers)
     assert_rest_error(response, status, sent=path)
 
 

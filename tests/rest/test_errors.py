@@ -28,10 +28,10 @@ from support import assert_rest_error
         ("/rest/v1/" + "x" * 500, None),
     ],
 )
-def test_unknown_table_is_a_404_with_the_nearest_name(rest, path, hint):
-    body = assert_rest_error(rest.service.get(path), 404)
+def test_unknown_table_is_a_404_with_the_nearest_name(rest_reads, path, hint):
+    body = assert_rest_error(rest_reads.service.get(path), 404)
     assert body["hint"] == hint
-    assert len(rest.rows("items")) == 5
+    assert len(rest_reads.rows("items")) == 5
 
 
 def test_listed_table_missing_from_the_database_is_a_404(rest):
@@ -114,8 +114,8 @@ def test_select_is_checked_on_every_write(rest, method):
         ("or=" + "(" * 40 + "id.eq.1" + ")" * 40, "or"),
     ],
 )
-def test_malformed_queries_are_a_400_naming_the_part(rest, query, part):
-    body = assert_rest_error(rest.anon.get(f"/rest/v1/items?{query}"), 400)
+def test_malformed_queries_are_a_400_naming_the_part(rest_reads, query, part):
+    body = assert_rest_error(rest_reads.anon.get(f"/rest/v1/items?{query}"), 400)
     assert part in body["message"], body
 
 
@@ -159,26 +159,26 @@ INJECTIONS = [
 @pytest.mark.parametrize(
     "place", ["select", "order", "filter column", "dotted column", "body key", "on_conflict"]
 )
-def test_injection_in_names_is_a_400_and_harmless(rest, attempt, place):
+def test_injection_in_names_is_a_400_and_harmless(rest_reads, attempt, place):
     if place == "select":
-        response = rest.anon.get("/rest/v1/items", query_string={"select": attempt})
+        response = rest_reads.anon.get("/rest/v1/items", query_string={"select": attempt})
     elif place == "order":
-        response = rest.anon.get("/rest/v1/items", query_string={"order": attempt})
+        response = rest_reads.anon.get("/rest/v1/items", query_string={"order": attempt})
     elif place == "filter column":
-        response = rest.anon.get("/rest/v1/items", query_string={attempt: "eq.1"})
+        response = rest_reads.anon.get("/rest/v1/items", query_string={attempt: "eq.1"})
     elif place == "dotted column":
-        response = rest.anon.get("/rest/v1/items", query_string={f"{attempt}.eq": "1"})
+        response = rest_reads.anon.get("/rest/v1/items", query_string={f"{attempt}.eq": "1"})
     elif place == "body key":
-        response = rest.anon.post("/rest/v1/items", json={"name": "x", attempt: 1})
+        response = rest_reads.anon.post("/rest/v1/items", json={"name": "x", attempt: 1})
     else:
-        response = rest.anon.post(
+        response = rest_reads.anon.post(
             "/rest/v1/items",
             query_string={"on_conflict": attempt},
             json={"name": "x"},
             headers={"Prefer": "resolution=merge-duplicates"},
         )
     assert_rest_error(response, 400, attempt)
-    assert [row["name"] for row in rest.rows("items")] == [row["name"] for row in rest.seeded]
+    assert [row["name"] for row in rest_reads.rows("items")] == [row["name"] for row in rest_reads.seeded]
 
 
 @pytest.mark.parametrize(

@@ -44,8 +44,8 @@ CASES = [
 
 
 @pytest.mark.parametrize(("pairs", "expected"), CASES)
-def test_operators(rest, pairs, expected):
-    assert rest.ids(rest.anon.get("/rest/v1/items", query_string=pairs)) == expected
+def test_operators(rest_reads, pairs, expected):
+    assert rest_reads.ids(rest_reads.anon.get("/rest/v1/items", query_string=pairs)) == expected
 
 
 @pytest.mark.parametrize(
@@ -73,8 +73,8 @@ def test_operators(rest, pairs, expected):
         ([("or", "(name.plfts.a,id.eq.1)")], 'operator "plfts" is not supported'),
     ],
 )
-def test_malformed_operators_are_400s(rest, pairs, message):
-    body = assert_rest_error(rest.anon.get("/rest/v1/items", query_string=pairs), 400, pairs[0][1])
+def test_malformed_operators_are_400s(rest_reads, pairs, message):
+    body = assert_rest_error(rest_reads.anon.get("/rest/v1/items", query_string=pairs), 400, pairs[0][1])
     assert message in body["message"], body
 
 

@@ -294,9 +294,9 @@ def test_not_null_and_check_violations_are_400(rest, body, message):
         {"name": "x" * 51},
     ],
 )
-def test_values_of_the_wrong_type_are_400_on_both_backends(rest, body):
-    response = assert_rest_error(rest.anon.post("/rest/v1/items", json=body), 400)
-    assert '"' in response["message"] and len(rest.rows("items")) == 5
+def test_values_of_the_wrong_type_are_400_on_both_backends(rest_reads, body):
+    response = assert_rest_error(rest_reads.anon.post("/rest/v1/items", json=body), 400)
+    assert '"' in response["message"] and len(rest_reads.rows("items")) == 5
 
 
 def test_values_are_converted_to_the_column_type(rest):
@@ -322,10 +322,10 @@ def test_unknown_body_keys_are_a_400_naming_them(rest):
      b"[" * 100000 + b"]" * 100000, b'{"name": NaN}', b'{"name": "x", "price": Infinity}',
      b'{"name": "x", "price": 1e999}', b'{"name": "x", "qty": -1E400}'],
 )  # fmt: skip
-def test_bodies_that_are_not_json_objects_are_400(rest, data):
-    response = rest.anon.post("/rest/v1/items", data=data, headers={"Content-Type": "application/json"})
+def test_bodies_that_are_not_json_objects_are_400(rest_reads, data):
+    response = rest_reads.anon.post("/rest/v1/items", data=data, headers={"Content-Type": "application/json"})
     assert_rest_error(response, 400)
-    assert len(rest.rows("items")) == 5
+    assert len(rest_reads.rows("items")) == 5
 
 
 @pytest.mark.parametrize("data", [b"[]", b'[{"name": "a"}]', b"{}", b"null"])
@@ -402,11 +402,11 @@ def test_delete_representation_returns_the_deleted_rows(rest):
 
 @pytest.mark.parametrize("method", ["patch", "delete"])
 @pytest.mark.parametrize("query", ["", "?select=id", "?apikey=x&order=id", "?limit=1"])
-def test_patch_and_delete_without_a_filter_are_refused(rest, method, query):
-    send = getattr(rest.anon, method)
+def test_patch_and_delete_without_a_filter_are_refused(rest_reads, method, query):
+    send = getattr(rest_reads.anon, method)
     response = send(f"/rest/v1/items{query}", json={"qty": 1}, headers=REPRESENTATION)
     assert_rest_error(response, 400)
-    assert rest.rows("items")[0]["qty"] == 10 and len(rest.rows("items")) == 5
+    assert rest_reads.rows("items")[0]["qty"] == 10 and len(rest_reads.rows("items")) == 5
 
 
 def test_filters_are_refused_on_insert(rest):
