@@ -19,7 +19,8 @@ LEAKS = ("select ", "insert into", "update ", "delete from", "sqlalchemy", "pymy
 def eventually(condition, seconds=10, every=0.02, what=None, ignoring=()):
     """`condition()`'s first truthy answer, asked every `every` seconds; after `seconds` an
     AssertionError saying `what` did not happen (and the last answer). An exception of `ignoring`
-    (a refused connection while a server starts) counts as a falsy answer."""
+    (a refused connection while a server starts) counts as a falsy answer. A requests.Response
+    whose status is an error is falsy: answer it in a tuple when any answer will do."""
     deadline = time.monotonic() + seconds
     while True:
         try:

@@ -48,7 +48,7 @@ def serve(project, port):
     def answered():
         assert process.poll() is None, "wsgi.py exited"
         # connect: 1 s while it starts; read: up to 10 s, a loaded first answer can be slow
-        return requests.get(f"http://127.0.0.1:{port}/health", timeout=(1, 10))
+        return (requests.get(f"http://127.0.0.1:{port}/health", timeout=(1, 10)),)  # a 503 is falsy
 
     eventually(answered, 30, 0.05, "wsgi.py answered", ignoring=requests.ConnectionError)
     return process

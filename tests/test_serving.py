@@ -71,7 +71,7 @@ def answers(process, url):
     """Whether `url` answers; an AssertionError at once if `process` (the server) has exited."""
     assert process.poll() is None, "the server exited"
     try:
-        return requests.get(url, timeout=1)
+        return (requests.get(url, timeout=1),)  # in a tuple: a Response with an error status is falsy
     except requests.RequestException:
         return None
 

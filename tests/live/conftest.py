@@ -74,7 +74,7 @@ def start_server(tmp_path, database_url, lay_migrated):
 
         def answered():
             assert process.poll() is None, f"wsgi.py exited: {log_path.read_text()[-3000:]}"
-            return requests.get(f"{server.base}/health", timeout=2)
+            return (requests.get(f"{server.base}/health", timeout=2),)  # a 503 is falsy
 
         try:
             eventually(answered, 30, 0.05, ignoring=requests.RequestException)

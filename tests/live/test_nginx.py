@@ -51,7 +51,7 @@ def nginx(server, tmp_path):
 
     def answered():
         assert process.poll() is None, process.stderr.read().decode()[-2000:]
-        return requests.get(f"http://127.0.0.1:{port}/health", timeout=1)
+        return (requests.get(f"http://127.0.0.1:{port}/health", timeout=1),)  # a 503 is falsy
 
     eventually(answered, 10, 0.05, "nginx started", ignoring=requests.RequestException)
     yield Proxied(server, port)
