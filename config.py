@@ -216,6 +216,9 @@ VARIABLES = {
     "WEBAUTHN_RP_ORIGINS": (None, _text),
     "WEBAUTHN_CHALLENGE_EXPIRY_DURATION": ("300", lambda n, v: _integer(n, v, 10, 3600)),
     "RATE_LIMIT_PASSKEY": ("30", lambda n, v: _integer(n, v, 1)),
+    # WebAuthn as a second factor (GoTrue's MFA_WEB_AUTHN_*): off, mfa.enroll of it is refused.
+    "MFA_WEB_AUTHN_ENROLL_ENABLED": ("false", _boolean),
+    "MFA_WEB_AUTHN_VERIFY_ENABLED": ("false", _boolean),
     # Linking and unlinking providers from a signed-in account (GoTrue's name; off, as GoTrue).
     "SECURITY_MANUAL_LINKING_ENABLED": ("false", _boolean),
     "SMTP_HOST": (None, _text),

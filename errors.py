@@ -44,6 +44,7 @@ class Auth:
     MFA_FACTOR_NAME_CONFLICT = "mfa_factor_name_conflict"
     MFA_PHONE_ENROLL_NOT_ENABLED = "mfa_phone_enroll_not_enabled"
     MFA_WEBAUTHN_ENROLL_NOT_ENABLED = "mfa_webauthn_enroll_not_enabled"
+    MFA_WEBAUTHN_VERIFY_NOT_ENABLED = "mfa_webauthn_verify_not_enabled"
     MFA_FACTOR_NOT_FOUND = "mfa_factor_not_found"
     MFA_IP_ADDRESS_MISMATCH = "mfa_ip_address_mismatch"
     MFA_VERIFICATION_FAILED = "mfa_verification_failed"

@@ -15,7 +15,7 @@ import pyotp
 import segno
 from sqlalchemy import delete, func, select, update
 
-from auth import audit, encryption, hooks, sessions, tokens
+from auth import audit, encryption, hooks, mfa_webauthn, sessions, tokens
 from auth.users import factor_object, load_user
 from config import setting
 from database import transactions
@@ -53,14 +53,22 @@ def _owned_factor(user_id, factor_id, lock=False):
 # --- enrolling
 
 
-@transactional
 def enroll(who, factor_type, friendly_name, issuer):
-    """A new unverified TOTP factor: its id, and the secret as text, URI and QR code, shown once."""
-    if factor_type != TOTP:
-        raise validation_failed("factor_type needs to be totp")
+    """A new unverified factor: TOTP (its id, and the secret as text, URI and QR code, shown once)
+    or WebAuthn (auth/mfa_webauthn.py)."""
+    if factor_type not in (TOTP, mfa_webauthn.WEBAUTHN):
+        raise validation_failed("factor_type needs to be totp or webauthn")
     friendly_name = friendly_name or ""
     if len(friendly_name) > 255 or len(issuer or "") > 255:
         raise validation_failed("friendly_name and issuer: Longer than maximum length 255.")
+    if factor_type == mfa_webauthn.WEBAUTHN:
+        return mfa_webauthn.enroll(who, friendly_name, check_new_factor)
+    return transactions.write(_enroll_totp, who, friendly_name, issuer)
+
+
+def check_new_factor(who, friendly_name):
+    """GoTrue's rules for a new factor of any type: unverified ones past UNVERIFIED_EXPIRY dropped,
+    no two of one name, at most MAX_FACTORS, and an aal2 session once one is verified."""
     now = tokens.utcnow()
     db.session.execute(
         delete(Factor).where(
@@ -85,6 +93,11 @@ def enroll(who, factor_type, friendly_name, issuer):
         )
     if verified and sessions.level(who.session_id) != sessions.AAL2:
         raise APIError(403, Auth.INSUFFICIENT_AAL, "AAL2 required to enroll a new factor")
+
+
+def _enroll_totp(who, friendly_name, issuer):
+    check_new_factor(who, friendly_name)
+    now = tokens.utcnow()
     secret = pyotp.random_base32(32)
     uri = pyotp.TOTP(secret, interval=PERIOD).provisioning_uri(
         name=who.user.email, issuer_name=issuer or urlsplit(setting("SITE_URL")).netloc or "minibase"
@@ -126,6 +139,8 @@ def qr_svg(uri):
 def challenge(who, factor_id, ip):
     """A challenge of one of the caller's factors: its id, type and expiry (unix seconds)."""
     factor = _owned_factor(who.user_id, factor_id)
+    if factor.factor_type == mfa_webauthn.WEBAUTHN:
+        return mfa_webauthn.challenge(who, factor, ip)
     now = tokens.utcnow()
     row = Challenge(id=str(uuid.uuid4()), factor_id=factor.id, ip_address=ip, created_at=now, attempts=0)
     db.session.add(row)
@@ -133,10 +148,20 @@ def challenge(who, factor_id, ip):
     return {"id": row.id, "type": factor.factor_type, "expires_at": tokens.now() + CHALLENGE_EXPIRY}
 
 
-@transactional
-def verify(who, factor_id, challenge_id, code, ip):
-    """A code for a challenge of the caller's factor: the session raised to aal2, as a new session
-    object. A wrong code is counted (and committed) against the challenge."""
+def verify(who, factor_id, challenge_id, code, ip, webauthn=None):
+    """A code (or a WebAuthn answer) for a challenge of the caller's factor: the session raised to
+    aal2, as a new session object."""
+    if transactions.read(_factor_type, who.user_id, factor_id) == mfa_webauthn.WEBAUTHN:
+        return mfa_webauthn.verify(who, factor_id, challenge_id, webauthn, ip)
+    return transactions.write(_verify_code, who, factor_id, challenge_id, code, ip)
+
+
+def _factor_type(user_id, factor_id):
+    return _owned_factor(user_id, factor_id).factor_type
+
+
+def _verify_code(who, factor_id, challenge_id, code, ip):
+    """A wrong code is counted (and committed) against the challenge."""
     if not code:
         raise validation_failed("Code needs to be non-empty")
     factor = _owned_factor(who.user_id, factor_id)
@@ -241,6 +266,7 @@ def unenroll(who, factor_id):
 
 def _remove(factor):
     sessions.step_down(factor.id)
+    mfa_webauthn.forget_credential(factor.id)
     db.session.delete(factor)
     audit.record("factor_removed", audit.user_target(factor.user_id), {"factor_id": factor.id})
     return {"id": factor.id}

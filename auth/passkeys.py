@@ -65,6 +65,11 @@ def user_handle(user_id):
     return str(user_id).encode()
 
 
+def options_json(options):
+    """py_webauthn's options as the JSON the browser's WebAuthn (and auth-js) reads."""
+    return json.loads(webauthn.options_to_json(options))
+
+
 def relying_party():
     return setting("WEBAUTHN_RP_ID"), setting("WEBAUTHN_RP_ORIGINS")
 
@@ -72,7 +77,7 @@ def relying_party():
 # --- challenges
 
 
-def _store_challenge(kind, challenge, user_id=None, factor_id=None, ip=None):
+def store_challenge(kind, challenge, user_id=None, factor_id=None, ip=None):
     """Keep a challenge for its ceremony's verify: (its id, when it expires, unix seconds). Expired
     ones are swept here, so the table holds the ceremonies under way."""
     now = tokens.utcnow()
@@ -93,8 +98,9 @@ def _store_challenge(kind, challenge, user_id=None, factor_id=None, ip=None):
 
 
 def _take_challenge(challenge_id, kind, user_id=None, factor_id=None):
-    """The challenge `challenge_id` of this ceremony and user, used up: a 400 when there is none (never
-    issued, another user's, already used, lost to a racing verify) or it has expired."""
+    """The challenge `challenge_id` of this ceremony and user, used up: (its bytes, the IP it was given
+    to); a 400 when there is none (never issued, another user's, already used, lost to a racing
+    verify) or it has expired."""
     try:
         uuid.UUID(str(challenge_id))
     except ValueError:
@@ -114,7 +120,7 @@ def _take_challenge(challenge_id, kind, user_id=None, factor_id=None):
         raise transactions.CommitAndRaise(
             APIError(400, Auth.WEBAUTHN_CHALLENGE_EXPIRED, "Challenge has expired")
         )
-    return base64url_to_bytes(found.challenge), found
+    return base64url_to_bytes(found.challenge), found.ip_address
 
 
 def take_challenge(challenge_id, kind, user_id=None, factor_id=None):
@@ -166,7 +172,7 @@ def creation_options(user_id, email, display_name, existing):
             PublicKeyCredentialDescriptor(id=base64url_to_bytes(found.credential_id)) for found in existing
         ],
     )
-    return json.loads(webauthn.options_to_json(options)), options.challenge
+    return options_json(options), options.challenge
 
 
 @transactional
@@ -177,7 +183,7 @@ def registration_options(who):
     email = "" if is_anonymous(who.user.email) else who.user.email
     name = " ".join(part for part in (who.user.first_name, who.user.last_name) if part)
     options, challenge = creation_options(who.user_id, email, name, _passkeys_of(who.user_id))
-    challenge_id, expires_at = _store_challenge(REGISTRATION, challenge, who.user_id)
+    challenge_id, expires_at = store_challenge(REGISTRATION, challenge, who.user_id)
     return {"challenge_id": challenge_id, "options": options, "expires_at": expires_at}
 
 
@@ -243,9 +249,8 @@ def authentication_options(ip):
     options = webauthn.generate_authentication_options(
         rp_id=rp_id, timeout=TIMEOUT_MS, user_verification=UserVerificationRequirement.PREFERRED
     )
-    challenge_id, expires_at = _store_challenge(AUTHENTICATION, options.challenge, ip=ip)
-    options_json = json.loads(webauthn.options_to_json(options))
-    return {"challenge_id": challenge_id, "options": options_json, "expires_at": expires_at}
+    challenge_id, expires_at = store_challenge(AUTHENTICATION, options.challenge, ip=ip)
+    return {"challenge_id": challenge_id, "options": options_json(options), "expires_at": expires_at}
 
 
 def parsed_assertion(credential):

@@ -27,6 +27,7 @@ from models import Profile, RefreshToken, Session, upsert
 LOGOUT_SCOPES = ("global", "local", "others")
 AAL1, AAL2 = "aal1", "aal2"
 TOTP_METHOD = "totp"  # GoTrue's amr method for a TOTP factor
+SECOND_FACTORS = (TOTP_METHOD, "webauthn")  # the amr methods a factor adds
 
 
 # --- starting and shaping
@@ -153,12 +154,12 @@ def methods(session):
 # --- the assurance level (a second factor, auth/mfa.py)
 
 
-def step_up(session, factor_id):
+def step_up(session, factor_id, method=TOTP_METHOD):
     """`session` raised to aal2 by `factor_id` just now: its other refresh tokens are revoked and the
     session object, with a new one, answered. The user's aal1 sessions end, as GoTrue does."""
     now = tokens.now()
-    others = [entry for entry in methods(session) if entry["method"] != TOTP_METHOD]
-    session.amr = [{"method": TOTP_METHOD, "timestamp": now}, *others]
+    others = [entry for entry in methods(session) if entry["method"] not in SECOND_FACTORS]
+    session.amr = [{"method": method, "timestamp": now}, *others]
     session.aal, session.factor_id = AAL2, factor_id
     end(
         Session.user_id == session.user_id,
@@ -187,7 +188,7 @@ def step_down(factor_id):
     raised = db.session.execute(select(Session).where(Session.factor_id == factor_id)).scalars()
     for session in raised:
         session.aal, session.factor_id = AAL1, None
-        session.amr = [entry for entry in methods(session) if entry["method"] != TOTP_METHOD]
+        session.amr = [entry for entry in methods(session) if entry["method"] not in SECOND_FACTORS]
 
 
 def level(session_id):

@@ -228,7 +228,8 @@ def challenge_factor(who, factor_id):
 @requires_registered_user
 def verify_factor(who, factor_id):
     body = load(verify_factor_schema)
-    return session_for_sdks(mfa.verify(who, factor_id, body["challenge_id"], body["code"], client_ip()))
+    answer = body["code"], client_ip(), body["webauthn"]
+    return session_for_sdks(mfa.verify(who, factor_id, body["challenge_id"], *answer))
 
 
 @bp.delete("/factors/<factor_id>")

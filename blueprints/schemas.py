@@ -350,8 +350,6 @@ class EnrollFactorSchema(Schema):
         kind = data.get("factor_type") if isinstance(data, dict) else None
         if kind == "phone":
             raise APIError(422, Auth.MFA_PHONE_ENROLL_NOT_ENABLED, "MFA enroll is disabled for Phone")
-        if kind == "webauthn":
-            raise APIError(422, Auth.MFA_WEBAUTHN_ENROLL_NOT_ENABLED, "MFA enroll is disabled for WebAuthn")
         return data
 
 
@@ -361,3 +359,4 @@ class VerifyFactorSchema(Schema):
 
     challenge_id = fields.String(required=True, validate=validate.Length(max=64))
     code = fields.String(load_default="", validate=validate.Length(max=64))
+    webauthn = fields.Raw(load_default=None)  # a WebAuthn factor's {type, credential_response}

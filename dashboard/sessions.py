@@ -82,7 +82,9 @@ def _open(email, claims, user):
 
 def _verified_factors(user_id):
     query = select(Factor.id).where(Factor.user_id == user_id, Factor.status == mfa.VERIFIED)
-    return db.session.execute(query.order_by(Factor.created_at, Factor.id)).scalars().all()
+    # A TOTP factor first: the dashboard asks for a code (a WebAuthn factor alone cannot give one).
+    ordered = query.order_by(Factor.factor_type != mfa.TOTP, Factor.created_at, Factor.id)
+    return db.session.execute(ordered).scalars().all()
 
 
 def current(token):

@@ -1,0 +1,140 @@
+"""WebAuthn as a second factor (MFA_WEB_AUTHN_ENROLL_ENABLED / _VERIFY_ENABLED): GoTrue's enroll, a
+challenge that creates the factor's credential and later asks for it, a verify that raises the
+session to aal2; the attacks beside the same ceremony succeeding. On both databases."""
+
+import jwt
+import pytest
+from authenticator import Authenticator, b64url
+
+from support import Api, assert_auth_error
+
+ORIGIN = "http://localhost:5173"
+
+
+@pytest.fixture
+def make(make_app, anon_key):
+    def build(**settings):
+        defaults = {
+            "MFA_WEB_AUTHN_ENROLL_ENABLED": True,
+            "MFA_WEB_AUTHN_VERIFY_ENABLED": True,
+            "SITE_URL": ORIGIN,
+        }
+        return Api(make_app(**{**defaults, **settings}), anon_key)
+
+    return build
+
+
+@pytest.fixture
+def api(make):
+    return make()
+
+
+def claims(token):
+    return jwt.decode(token, options={"verify_signature": False})
+
+
+def challenge(api, token, factor_id):
+    response = api.post(f"/auth/v1/factors/{factor_id}/challenge", token=token, json={})
+    assert response.status_code == 200, response.json
+    return response.json
+
+
+def public_key(challenged):
+    return challenged["webauthn"]["credential_options"]["publicKey"]
+
+
+def answer(api, token, factor_id, challenged, credential, kind=None):
+    webauthn = {"type": kind or challenged["webauthn"]["type"], "credential_response": credential}
+    body = {"challenge_id": challenged["id"], "webauthn": webauthn}
+    return api.post(f"/auth/v1/factors/{factor_id}/verify", token=token, json=body)
+
+
+def enrolled(api, device):
+    """A user with a verified WebAuthn factor: (their aal2 token, the factor id)."""
+    token = api.sign_up()["access_token"]
+    factor = api.post(
+        "/auth/v1/factors", token=token, json={"factor_type": "webauthn", "friendly_name": "key"}
+    )
+    assert factor.status_code == 200, factor.json
+    assert factor.json == {"id": factor.json["id"], "type": "webauthn", "friendly_name": "key"}
+    created = challenge(api, token, factor.json["id"])
+    assert created["type"] == "webauthn" and created["webauthn"]["type"] == "create"
+    verified = answer(api, token, factor.json["id"], created, device.create(public_key(created)))
+    assert verified.status_code == 200, verified.json
+    return verified.json["access_token"], factor.json["id"]
+
+
+def test_enroll_verify_then_step_up_with_the_key(api):
+    device = Authenticator()
+    token, factor_id = enrolled(api, device)
+    assert claims(token)["aal"] == "aal2" and claims(token)["amr"][0]["method"] == "webauthn"
+    [factor] = api.get("/auth/v1/user", token=token).json["factors"]
+    assert (factor["factor_type"], factor["status"]) == ("webauthn", "verified")
+    aal1 = api.sign_in().json["access_token"]
+    assert claims(aal1)["aal"] == "aal1"
+    asked = challenge(api, aal1, factor_id)
+    assert asked["webauthn"]["type"] == "request"
+    allowed = public_key(asked)["allowCredentials"]
+    assert [item["id"] for item in allowed] == [b64url(device.credentials[0].id)]
+    raised = answer(api, aal1, factor_id, asked, device.get(public_key(asked)))
+    assert raised.status_code == 200, raised.json
+    assert claims(raised.json["access_token"])["aal"] == "aal2"
+    # Unenrolled from aal2: the factor and its key are gone.
+    assert api.delete(f"/auth/v1/factors/{factor_id}", token=raised.json["access_token"]).status_code == 200
+    assert "factors" not in api.get("/auth/v1/user", token=raised.json["access_token"]).json
+
+
+def test_replays_other_origins_counters_and_other_users_are_refused(api):
+    device = Authenticator()
+    _, factor_id = enrolled(api, device)
+    aal1 = api.sign_in().json["access_token"]
+    asked = challenge(api, aal1, factor_id)
+    good = device.get(public_key(asked))
+    assert answer(api, aal1, factor_id, asked, good).status_code == 200
+    assert_auth_error(answer(api, aal1, factor_id, asked, good), 400, "webauthn_challenge_not_found")
+    for where in ({"origin": "http://evil.example"}, {"rp_id": "evil.example"}, {"count": 1}):
+        asked = challenge(api, aal1, factor_id)
+        refused = answer(api, aal1, factor_id, asked, device.get(public_key(asked), **where))
+        assert_auth_error(refused, 400, "webauthn_verification_failed")
+    # A create answer to a request challenge; another key answering: refused.
+    asked = challenge(api, aal1, factor_id)
+    wrong_kind = answer(api, aal1, factor_id, asked, device.get(public_key(asked)), kind="create")
+    assert_auth_error(wrong_kind, 400, "webauthn_challenge_not_found")
+    stranger = Authenticator()
+    stranger.create({"rp": {"id": "localhost"}, "user": {"id": "MQ"}, "challenge": "AA"})
+    asked = challenge(api, aal1, factor_id)
+    other_key = answer(api, aal1, factor_id, asked, stranger.get(public_key(asked)))
+    assert_auth_error(other_key, 400, "webauthn_verification_failed")
+    # Another user can neither answer this factor's challenge nor see the factor.
+    bob = api.sign_up("bob@example.com")["access_token"]
+    asked = challenge(api, aal1, factor_id)
+    assert_auth_error(
+        answer(api, bob, factor_id, asked, device.get(public_key(asked))), 404, "mfa_factor_not_found"
+    )
+    assert answer(api, aal1, factor_id, asked, device.get(public_key(asked))).status_code == 200
+
+
+def test_hostile_answers_are_4xx(api):
+    token = api.sign_up()["access_token"]
+    factor_id = api.post("/auth/v1/factors", token=token, json={"factor_type": "webauthn"}).json["id"]
+    path = f"/auth/v1/factors/{factor_id}/verify"
+    asked = challenge(api, token, factor_id)
+    for webauthn in (
+        None,
+        "x",
+        {"type": "other", "credential_response": {}},
+        {"type": "create", "credential_response": []},
+    ):
+        refused = api.post(path, token=token, json={"challenge_id": asked["id"], "webauthn": webauthn})
+        assert_auth_error(refused, 400, "validation_failed")
+    garbage = {"challenge_id": asked["id"], "webauthn": {"type": "create", "credential_response": {"id": 1}}}
+    assert_auth_error(api.post(path, token=token, json=garbage), 400, "webauthn_verification_failed")
+    assert_auth_error(api.post(path, token=token, json=garbage), 400, "webauthn_challenge_not_found")
+
+
+def test_webauthn_factors_are_off_by_default(make):
+    api = make(MFA_WEB_AUTHN_ENROLL_ENABLED=False, MFA_WEB_AUTHN_VERIFY_ENABLED=False)
+    token = api.sign_up()["access_token"]
+    refused = api.post("/auth/v1/factors", token=token, json={"factor_type": "webauthn"})
+    assert_auth_error(refused, 422, "mfa_webauthn_enroll_not_enabled")
+    assert refused.json["msg"] == "MFA enroll is disabled for WebAuthn"
