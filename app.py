@@ -23,6 +23,7 @@ from rest import policies, reflection
 from runner import service
 from runtime import cli, traces
 from storage import buckets
+from webhooks import worker
 
 MIGRATIONS = config.ROOT / "migrations"
 PROBES = ("/live", "/ready", "/metrics")  # answered while the database is not ready
@@ -111,6 +112,7 @@ def create_app(test_config=None):
     from blueprints import (
         admin,
         auth,
+        callouts,
         dashboard,
         functions,
         health,
@@ -124,6 +126,7 @@ def create_app(test_config=None):
     app.register_blueprint(health.bp)
     app.register_blueprint(auth.bp)
     app.register_blueprint(admin.bp)
+    app.register_blueprint(callouts.bp)
     app.register_blueprint(not_offered.bp)
     app.register_blueprint(rest.bp)
     app.register_blueprint(storage.bp)
@@ -137,6 +140,7 @@ def create_app(test_config=None):
     gateway.init_app(app)
     responses.register(app)
     cli.register(app)
+    worker.init_app(app)
 
     connections.init_app(app)
     with app.app_context():

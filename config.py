@@ -201,6 +201,13 @@ VARIABLES = {
     ),  # unread messages before a socket is closed
     # how often the tokens of signed-in channels are verified again: a logout or a ban is seen within it
     "REALTIME_RECHECK_SECONDS": ("2", _seconds),
+    # Database webhooks and schedules (docs/webhooks.md).
+    "WEBHOOK_SECRET": (None, _text),  # signs what a webhook or schedule without a `secret` sends
+    "BACKGROUND": ("on", _boolean),  # `python wsgi.py` sends webhooks and runs schedules
+    "WEBHOOK_POLL_SECONDS": ("0.5", _seconds),  # between two looks for new changes of a hook's table
+    "WEBHOOK_RETRY_SECONDS": ("1", _seconds),  # the first retry's delay, doubled each time (at most 1 h)
+    "WEBHOOK_HISTORY_DAYS": ("7", lambda n, v: _integer(n, v, 1)),  # deliveries and runs kept
+    "SCHEDULE_TICK_SECONDS": ("1", _seconds),  # between two looks at the clock
     # E-mail: confirmation, recovery, magic links, one-time codes (README: Password reset and e-mail).
     "MAILER_AUTOCONFIRM": ("true", _boolean),
     # A password change from a session older than 24 hours needs a mailed nonce (GET /reauthenticate).

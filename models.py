@@ -10,6 +10,7 @@ from sqlalchemy import (
     DateTime,
     Double,
     ForeignKey,
+    Index,
     Integer,
     MetaData,
     PrimaryKeyConstraint,
@@ -44,6 +45,11 @@ SERVICE_TABLES = (
     "minibase_storage_buckets",
     "minibase_storage_objects",
     "minibase_realtime_changes",
+    "minibase_webhook_events",
+    "minibase_webhook_deliveries",
+    "minibase_webhook_attempts",
+    "minibase_schedule_runs",
+    "minibase_callouts",
     "minibase_audit_log",
     "minibase_dashboard_sessions",
     "minibase_alembic_version",
@@ -459,3 +465,95 @@ class RealtimeChange(db.Model):
     new_row = mapped_column(Text().with_variant(mysql.LONGTEXT(), "mysql"))
     old_row = mapped_column(Text().with_variant(mysql.LONGTEXT(), "mysql"))
     created_at: Mapped[float] = mapped_column(Double, nullable=False)
+
+
+LONG_TEXT = Text().with_variant(mysql.LONGTEXT(), "mysql")
+ID = BigInteger().with_variant(Integer(), "sqlite")
+
+
+class WebhookEvent(db.Model):
+    """A change of a table some webhook listens to, written by the table's triggers (live/capture.py)
+    in the writer's transaction: the outbox the deliveries are taken from (webhooks/outbox.py)."""
+
+    __tablename__ = "minibase_webhook_events"
+    __table_args__ = (
+        Index("minibase_webhook_events_table", "table_name", "id"),
+        Index("minibase_webhook_events_created", "created_at"),
+        {"sqlite_autoincrement": True},
+    )
+
+    id: Mapped[int] = mapped_column(ID, primary_key=True)
+    table_name: Mapped[str] = mapped_column(String(64), nullable=False)
+    operation: Mapped[str] = mapped_column(String(6), nullable=False)
+    new_row = mapped_column(LONG_TEXT)
+    old_row = mapped_column(LONG_TEXT)
+    created_at: Mapped[float] = mapped_column(Double, nullable=False)
+
+
+class WebhookDelivery(db.Model):
+    """One hook's delivery of one event: its payload, where it stands, and the lease of the instance
+    sending it now. (hook, event_id) is unique: every instance may take the same event in, once."""
+
+    __tablename__ = "minibase_webhook_deliveries"
+    __table_args__ = (
+        UniqueConstraint("hook", "event_id", name="minibase_webhook_deliveries_once"),
+        Index("minibase_webhook_deliveries_queue", "hook", "status", "event_id"),
+        {"sqlite_autoincrement": True},
+    )
+
+    id: Mapped[int] = mapped_column(ID, primary_key=True)
+    hook: Mapped[str] = mapped_column(String(64), nullable=False)
+    event_id: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    status: Mapped[str] = mapped_column(String(10), nullable=False)  # pending, delivered, failed
+    attempts: Mapped[int] = mapped_column(Integer, nullable=False, default=0, server_default="0")
+    payload = mapped_column(LONG_TEXT, nullable=False)
+    created_at: Mapped[float] = mapped_column(Double, nullable=False)  # the change's
+    next_at: Mapped[float] = mapped_column(Double, nullable=False)
+    lease_until = mapped_column(Double)
+    leased_by = mapped_column(String(64))
+    delivered_at = mapped_column(Double)
+    last_status = mapped_column(Integer)
+    last_error = mapped_column(String(500))
+
+
+class WebhookAttempt(db.Model):
+    """One POST of a delivery: when, how long, the answer's status (none: no answer) and the error."""
+
+    __tablename__ = "minibase_webhook_attempts"
+    __table_args__ = (Index("minibase_webhook_attempts_delivery", "delivery_id"),)
+
+    id: Mapped[int] = mapped_column(ID, primary_key=True)
+    delivery_id: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    started_at: Mapped[float] = mapped_column(Double, nullable=False)
+    duration_ms: Mapped[int] = mapped_column(Integer, nullable=False)
+    status = mapped_column(Integer)
+    error = mapped_column(String(500))
+    instance = mapped_column(String(64))
+
+
+class ScheduleRun(db.Model):
+    """A schedule's run for one due time: (schedule, due_at) is unique, so however many instances
+    reach that time, one of them runs it (webhooks/schedules.py)."""
+
+    __tablename__ = "minibase_schedule_runs"
+    __table_args__ = (UniqueConstraint("schedule", "due_at", name="minibase_schedule_runs_once"),)
+
+    id: Mapped[int] = mapped_column(ID, primary_key=True)
+    schedule: Mapped[str] = mapped_column(String(64), nullable=False)
+    due_at: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    status: Mapped[str] = mapped_column(String(10), nullable=False)  # running, succeeded, failed, skipped
+    started_at: Mapped[float] = mapped_column(Double, nullable=False)
+    ended_at = mapped_column(Double)
+    error = mapped_column(String(1000))
+    instance = mapped_column(String(64))
+
+
+class Callout(db.Model):
+    """When a webhook or a schedule was first seen: a hook takes the changes from then on, and a
+    schedule catches up on a run missed while nothing was up only if it existed then."""
+
+    __tablename__ = "minibase_callouts"
+
+    kind: Mapped[str] = mapped_column(String(10), primary_key=True)  # webhook, schedule
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    since: Mapped[float] = mapped_column(Double, nullable=False)

@@ -17,6 +17,7 @@ app = application = create_app()
 def main():
     from auth import outbox, tokens
     from runtime import server, workers
+    from webhooks import worker
 
     secret = app.config["JWT_SECRET"]
     print(f"anon key:         {tokens.api_key('anon', secret)}")
@@ -31,10 +32,12 @@ def main():
         sys.exit(workers.serve(app, host, port, threads, app.config["WORKERS"], sockets))
     writer = logs.log_in_batches(app.config["LOG_FORMAT"])
     outbox.start_sender(app)  # the mail a process that died left unsent (each worker has its own)
+    background = worker.Background(app).start()  # webhooks and schedules
     if sockets:
         try:
             serve_sockets(host, port, threads)
         finally:
+            background.stop()
             writer.stop()
         return
     running = server.make_server(app, host, port, threads)
@@ -42,6 +45,7 @@ def main():
     try:
         server.serve(running)
     finally:
+        background.stop()
         writer.stop()  # writes what is still queued
 
 

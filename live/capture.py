@@ -1,9 +1,13 @@
 """Changes captured by the database itself: every table with `realtime = true` gets three triggers
 (after insert, update and delete) that write the row, as a JSON object, into
-minibase_realtime_changes in the writer's own transaction. So a row written through /rest/v1, by a
-function, or by another program with plain SQL is logged exactly when it commits, and never when
-it rolls back. Made (or replaced) when Realtime starts; those of tables that no longer opt in are
-dropped.
+minibase_realtime_changes in the writer's own transaction; every table a webhook listens to gets
+three more that write into minibase_webhook_events (the webhooks' outbox). So a row written through
+/rest/v1, by a function, or by another program with plain SQL is logged exactly when it commits,
+and never when it rolls back.
+
+A start makes (or replaces) the triggers its own tables.toml asks for and drops none: two instances
+whose files differ for a while (a rolling deploy) would otherwise undo each other. Those of tables
+no longer opted in are dropped by `flask --app app realtime prune` (prune below).
 
 MySQL/MariaDB: CREATE TRIGGER needs the TRIGGER privilege on the table, and with binary logging on
 also SUPER (or log_bin_trust_function_creators=1). Without them the start-up log says so for each
@@ -15,12 +19,16 @@ import logging
 import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError, NoSuchTableError
 
+from config import setting
 from extensions import db
 from rest import policies
 
 log = logging.getLogger("minibase")
 PREFIX = "minibase_rt_"
 LOG_TABLE = "minibase_realtime_changes"
+WEBHOOK_PREFIX = "minibase_wh_"
+WEBHOOK_TABLE = "minibase_webhook_events"
+PREFIXES = (PREFIX, WEBHOOK_PREFIX)
 OPERATIONS = ("INSERT", "UPDATE", "DELETE")
 PRIVILEGE = (
     "CREATE TRIGGER needs the TRIGGER privilege, and with binary logging on also SUPER or "
@@ -28,32 +36,50 @@ PRIVILEGE = (
 )
 
 
-def trigger_name(table, operation):
+def trigger_name(table, operation, prefix=PREFIX):
     """A name within MySQL's 64 characters, whatever the table's: a digest of the table's name."""
-    return f"{PREFIX}{hashlib.sha1(table.encode()).hexdigest()[:20]}_{operation.lower()}"
+    return f"{prefix}{hashlib.sha1(table.encode()).hexdigest()[:20]}_{operation.lower()}"
 
 
-def install():
-    """The triggers of every opted-in table, made or replaced where the database holds others than
-    these; {table: None when its changes are captured, else why not}. Each refusal is logged.
+def install(webhook_tables=None):
+    """The triggers of every table opted in to Realtime (or, given `webhook_tables`, of those tables
+    for the webhooks), made or replaced where the database holds others than these; {table: None
+    when its changes are captured, else why not}. Each refusal is logged. No trigger is dropped.
     Triggers left as they are cost nothing: replacing one waits for every open transaction on its
     table (a metadata lock), and on Galera is a schema change every node makes in turn."""
-    wanted = sorted(name for name, policy in policies.policies().items() if policy.realtime)
+    webhooks = webhook_tables is not None
+    if webhooks:
+        wanted = sorted(set(webhook_tables))
+    else:
+        wanted = sorted(name for name, policy in policies.policies().items() if policy.realtime)
     dialect = db.engine.dialect.name
-    expected = {trigger_name(name, operation) for name in wanted for operation in OPERATIONS}
     captured = {}
-    try:
-        existing = _existing(dialect)
-        for stale in sorted(set(existing) - expected):
-            with db.engine.begin() as connection:
-                connection.exec_driver_sql(f"DROP TRIGGER IF EXISTS {stale}")
-    except DBAPIError as exc:
-        log.warning("realtime: cannot drop the triggers of tables no longer opted in: %s", first_line(exc))
+    existing = _existing(dialect) if wanted else {}
     for name in wanted:
-        captured[name] = _install_one(name, dialect, existing)
+        captured[name] = _install_one(name, dialect, existing, webhooks)
         if captured[name] is not None:
-            log.error("realtime: changes of table %r are not captured: %s", name, captured[name])
+            what = "webhooks" if webhooks else "realtime"
+            log.error("%s: changes of table %r are not captured: %s", what, name, captured[name])
     return captured
+
+
+def prune(webhook_tables):
+    """Drop the triggers of tables that this tables.toml no longer opts in: those of Realtime for
+    tables without `realtime = true`, those of webhooks for tables no [webhooks.*] names. The names
+    of the triggers dropped. Run by hand (`flask --app app realtime prune`), when every instance
+    serves the same file."""
+    realtime = [name for name, policy in policies.policies().items() if policy.realtime]
+    expected = {
+        trigger_name(name, operation, prefix)
+        for prefix, tables in ((PREFIX, realtime), (WEBHOOK_PREFIX, webhook_tables))
+        for name in tables
+        for operation in OPERATIONS
+    }
+    stale = sorted(set(_existing(db.engine.dialect.name)) - expected)
+    for name in stale:
+        with db.engine.begin() as connection:
+            connection.exec_driver_sql(f"DROP TRIGGER IF EXISTS {name}")
+    return stale
 
 
 def _existing(dialect):
@@ -66,19 +92,21 @@ def _existing(dialect):
             "WHERE TRIGGER_SCHEMA = DATABASE()"
         )
     with db.engine.connect() as connection:
-        return {name: text for name, text in connection.execute(sa.text(query)) if name.startswith(PREFIX)}
+        return {name: text for name, text in connection.execute(sa.text(query)) if name.startswith(PREFIXES)}
 
 
-def _install_one(name, dialect, existing):
+def _install_one(name, dialect, existing, webhooks=False):
     try:
         table = sa.Table(name, sa.MetaData(), autoload_with=db.engine)
     except NoSuchTableError:
         return "the database has no such table"
     if not list(table.primary_key.columns):
         return "it has no primary key (a change is told by its key)"
-    columns = [column for column in table.c if not _binary(column) and column.name in _logged(name, table)]
-    made = {operation: _statements(table, columns, operation, dialect) for operation in OPERATIONS}
-    if all(existing.get(trigger_name(name, operation)) == made[operation][0] for operation in OPERATIONS):
+    shown = _shown(name, table) if webhooks else _logged(name, table)
+    columns = [column for column in table.c if not _binary(column) and column.name in shown]
+    prefix, log_table = (WEBHOOK_PREFIX, WEBHOOK_TABLE) if webhooks else (PREFIX, LOG_TABLE)
+    made = {op: _statements(table, columns, op, dialect, prefix, log_table) for op in OPERATIONS}
+    if all(existing.get(trigger_name(name, op, prefix)) == made[op][0] for op in OPERATIONS):
         return None
     try:
         with db.engine.begin() as connection:
@@ -102,15 +130,25 @@ def _logged(name, table):
     return {*policy.columns, policy.owner_column, *(column.name for column in table.primary_key.columns)}
 
 
+def _shown(name, table):
+    """The columns a webhook's payload holds: those the API shows (a table's `columns`), all of them
+    where it names none; never the users table's password hash."""
+    policy = policies.policies().get(name)
+    shown = set(table.c.keys()) if policy is None or policy.columns is None else set(policy.columns)
+    if name == setting("USERS_TABLE"):
+        shown.discard("password")
+    return shown
+
+
 def _binary(column):
     """Bytes have no JSON form (SQLite's json_object refuses them, failing the write): left out."""
     return isinstance(column.type, sa.LargeBinary | sa.types._Binary)
 
 
-def _statements(table, columns, operation, dialect):
+def _statements(table, columns, operation, dialect, prefix=PREFIX, log_table=LOG_TABLE):
     """(what the database will hold of the trigger, as _existing reads it; the statements that make it)."""
     quote = db.engine.dialect.identifier_preparer.quote
-    name = trigger_name(table.name, operation)
+    name = trigger_name(table.name, operation, prefix)
     on = f"AFTER {operation} ON {quote(table.name)} FOR EACH ROW"
 
     def row(alias):
@@ -124,13 +162,13 @@ def _statements(table, columns, operation, dialect):
     if dialect == "sqlite":
         now = "(julianday('now') - 2440587.5) * 86400.0"
         insert = (
-            f"INSERT INTO {LOG_TABLE} (table_name, operation, new_row, old_row, created_at) "
+            f"INSERT INTO {log_table} (table_name, operation, new_row, old_row, created_at) "
             f"VALUES ({_literal(table.name, dialect)}, '{operation}', {new}, {old}, {now})"
         )
         create = f"CREATE TRIGGER {name} {on} BEGIN {insert}; END"
         return create, [f"DROP TRIGGER IF EXISTS {name}", create]
     insert = (
-        f"INSERT INTO {LOG_TABLE} (table_name, operation, new_row, old_row, created_at) "
+        f"INSERT INTO {log_table} (table_name, operation, new_row, old_row, created_at) "
         f"VALUES ({_literal(table.name, dialect)}, '{operation}', {new}, {old}, UNIX_TIMESTAMP(NOW(6)))"
     )
     if getattr(db.engine.dialect, "is_mariadb", False):  # replaced at once: no write goes uncaptured

@@ -247,7 +247,10 @@ def call_function(name, body):
 
 
 def register(app):
+    from runtime import callouts
+
     app.cli.add_command(functions)
     commands = (keys, create_user, deactivate_user, revoke_sessions, admin, expire_uploads, backup)
     for command in (*commands, purge_anonymous):
         app.cli.add_command(command)
+    callouts.register(app)

@@ -28,6 +28,7 @@ from auth import outbox
 from extensions import db
 from live import bus
 from runtime import logs, server
+from webhooks import worker
 
 log = logging.getLogger("minibase")
 
@@ -108,12 +109,16 @@ def _work(app, listener, threads, parent, balance, slot, sockets=False):
             with app.app_context():
                 db.engine.dispose(close=False)  # the parent's connections stay the parent's
             outbox.start_sender(app)  # the mail a process that died left unsent
-            if sockets:
-                _serve_sockets(app, listener, threads, stop)
-            else:
-                running = server.make_server(app, None, None, threads, sockets=[listener])
-                balance.guard(running, slot)
-                server.serve(running, stop)
+            background = worker.Background(app).start()  # webhooks and schedules, claimed in the database
+            try:
+                if sockets:
+                    _serve_sockets(app, listener, threads, stop)
+                else:
+                    running = server.make_server(app, None, None, threads, sockets=[listener])
+                    balance.guard(running, slot)
+                    server.serve(running, stop)
+            finally:
+                background.stop()
             status = 0
         except Exception:
             log.exception("worker %s failed", os.getpid())

@@ -17,6 +17,7 @@ ABOVE = frozenset(
         "wsgi",
         "blueprints",
         "runtime",
+        "webhooks",
         "live",
         "dashboard",
         "backups",

@@ -1,0 +1,346 @@
+"""Database webhooks against a real HTTP receiver (tests/receiver.py) that verifies each signature
+with standardwebhooks: changes through /rest/v1 and by plain SQL on another connection arrive once,
+in order, as Supabase's payload with the hidden columns hidden, and none for a rollback; a 500 is
+retried, a slow answer times out and is retried, a dead target holds back no other hook, two
+instances send each change once, a failed delivery is sent again by hand. On both databases."""
+
+import json
+import time
+
+import pytest
+import sqlalchemy as sa
+
+from config import ConfigError
+from extensions import db
+from receiver import SECRET, Receiver, eventually
+from support import SECRET as JWT_SECRET
+from support import Api, assert_auth_error
+from webhooks import outbox, settings, worker
+
+FAST = {"WEBHOOK_POLL_SECONDS": 0.05, "WEBHOOK_RETRY_SECONDS": 0.1, "SCHEDULE_TICK_SECONDS": 0.1}
+
+
+def make_orders(url):
+    auto = "AUTO_INCREMENT" if url.startswith("mysql") else "AUTOINCREMENT"
+    engine = sa.create_engine(url)
+    with engine.begin() as connection:
+        connection.exec_driver_sql(
+            f"CREATE TABLE orders (id INTEGER PRIMARY KEY {auto}, item VARCHAR(50) NOT NULL, "
+            "secret_note VARCHAR(50), paid BOOLEAN NOT NULL DEFAULT 0)"
+        )
+    engine.dispose()
+
+
+def tables_toml(tmp_path, hooks, name="tables.toml"):
+    text = """
+[tables.orders]
+select = "anon"
+insert = "anon"
+update = "anon"
+delete = "anon"
+columns = ["id", "item", "paid"]
+"""
+    for hook, entries in hooks.items():
+        text += f"\n[webhooks.{hook}]\n" + "".join(
+            f"{key} = {json.dumps(value)}\n" for key, value in entries.items()
+        )
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+@pytest.fixture
+def receiver():
+    running = Receiver()
+    yield running
+    running.stop()
+
+
+@pytest.fixture
+def started(make_app, database_url, tmp_path):
+    """started(hooks, **settings): an app over `orders` with those [webhooks.*], its background
+    threads running; each is stopped at the end."""
+    make_orders(database_url)
+    running = []
+
+    def start(hooks, **overrides):
+        app = make_app(
+            TABLES_CONFIG=tables_toml(tmp_path, hooks, f"t{len(running)}.toml"), **FAST, **overrides
+        )
+        background = worker.Background(app).start()
+        running.append(background)
+        return app
+
+    yield start
+    for background in running:
+        background.stop()
+
+
+def hook_to(url, **more):
+    return {"table": "orders", "url": url, "secret": SECRET, "timeout": 1, **more}
+
+
+def sql(app, statement, rollback=False):
+    """Plain SQL on a connection of its own, as another program writes."""
+    engine = sa.create_engine(app.config["SQLALCHEMY_DATABASE_URI"])
+    with engine.connect() as connection:
+        transaction = connection.begin()
+        connection.exec_driver_sql(statement)
+        transaction.rollback() if rollback else transaction.commit()
+    engine.dispose()
+
+
+def test_every_committed_change_arrives_once_in_order_signed_and_none_for_a_rollback(
+    started, receiver, anon_key
+):
+    app = started({"orders_hook": hook_to(receiver.url)})
+    api = Api(app, anon_key)
+    time.sleep(0.3)  # the triggers are made by the hook's thread
+    assert eventually(lambda: _triggers(app), 10)
+    assert api.post("/rest/v1/orders", json={"item": "pen"}).status_code == 201
+    assert api.patch("/rest/v1/orders?item=eq.pen", json={"paid": True}).status_code == 204
+    sql(app, "INSERT INTO orders (item, secret_note) VALUES ('ink', 'hidden')")
+    sql(app, "INSERT INTO orders (item) VALUES ('never')", rollback=True)
+    sql(app, "DELETE FROM orders WHERE item = 'pen'")
+    arrived = eventually(lambda: len(receiver.accepted()) >= 4 and receiver.accepted())
+    time.sleep(0.5)  # nothing more comes: not the rolled-back insert, not a second copy
+    assert receiver.accepted() == arrived
+    assert all(call["verified"] for call in receiver.calls)
+    assert [(p["type"], (p["record"] or p["old_record"])["item"]) for p in arrived] == [
+        ("INSERT", "pen"),
+        ("UPDATE", "pen"),
+        ("INSERT", "ink"),
+        ("DELETE", "pen"),
+    ]
+    insert, update, _, delete = arrived
+    assert insert == {
+        "type": "INSERT",
+        "table": "orders",
+        "schema": "public",
+        "record": {"id": 1, "item": "pen", "paid": False},
+        "old_record": None,
+    }
+    assert update["record"]["paid"] is True and update["old_record"] == {
+        "id": 1,
+        "item": "pen",
+        "paid": False,
+    }
+    assert delete["record"] is None and delete["old_record"] == {"id": 1, "item": "pen", "paid": True}
+    assert "secret_note" not in json.dumps(arrived)
+    ids = [call["headers"]["webhook-id"] for call in receiver.calls]
+    assert len(set(ids)) == 4
+
+
+def _triggers(app):
+    with app.app_context():
+        inspector = sa.inspect(db.engine)
+        if db.engine.dialect.name == "sqlite":
+            with db.engine.connect() as connection:
+                return (
+                    connection.exec_driver_sql(
+                        "SELECT count(*) FROM sqlite_master WHERE type='trigger' AND name LIKE 'minibase_wh_%'"
+                    ).scalar()
+                    == 3
+                )
+        del inspector
+        with db.engine.connect() as connection:
+            return (
+                connection.exec_driver_sql(
+                    "SELECT count(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE() "
+                    "AND TRIGGER_NAME LIKE 'minibase\\_wh\\_%%'"
+                ).scalar()
+                == 3
+            )
+
+
+def test_a_500_is_retried_until_a_2xx_and_every_attempt_is_kept(started, receiver, service_key):
+    answers = iter([500, 500])
+    receiver.answer = lambda call: next(answers, 200)
+    app = started({"h": hook_to(receiver.url)})
+    assert eventually(lambda: _triggers(app))
+    sql(app, "INSERT INTO orders (item) VALUES ('a')")
+    sql(app, "INSERT INTO orders (item) VALUES ('b')")
+    assert eventually(lambda: len(receiver.accepted()) == 2)
+    assert [call["status"] for call in receiver.calls] == [500, 500, 200, 200]
+    assert [p["record"]["item"] for p in receiver.accepted()] == ["a", "b"]  # b waited for a
+    client = app.test_client()
+    listed = client.get(
+        "/auth/v1/admin/webhooks/deliveries?hook=h",
+        headers={"apikey": service_key, "Authorization": f"Bearer {service_key}"},
+    ).get_json()["deliveries"]
+    first = listed[-1]
+    assert first["status"] == "delivered" and [a["status"] for a in first["attempts"]] == [500, 500, 200]
+    assert all(a["duration_ms"] >= 0 for a in first["attempts"]) and first["attempts"][0]["error"]
+
+
+def test_a_slow_answer_times_out_and_is_sent_again(started, receiver):
+    slow = {"first": True}
+
+    def answer(call):
+        if slow.pop("first", False):
+            time.sleep(2.5)  # past the hook's timeout of 1 s
+        return 200
+
+    receiver.answer = answer
+    app = started({"h": hook_to(receiver.url)})
+    assert eventually(lambda: _triggers(app))
+    sql(app, "INSERT INTO orders (item) VALUES ('a')")
+    assert eventually(lambda: len(receiver.accepted()) == 2, 15)  # the slow one too was taken, late
+    with app.app_context():
+        attempts = outbox.listing("h")[0]["attempts"]
+    assert attempts[0]["status"] is None and "no answer within 1 s" in attempts[0]["error"]
+    assert attempts[-1]["status"] == 200
+    ids = {call["headers"]["webhook-id"] for call in receiver.calls}
+    assert len(ids) == 1  # the same message: the receiver can tell it got it twice
+
+
+def test_a_dead_target_holds_back_no_other_hook(started, receiver):
+    from support import free_port
+
+    dead = f"http://127.0.0.1:{free_port()}/nobody"
+    app = started({"dead": hook_to(dead), "alive": hook_to(receiver.url)})
+    assert eventually(lambda: _triggers(app))
+    for n in range(5):
+        sql(app, f"INSERT INTO orders (item) VALUES ('i{n}')")
+    assert eventually(lambda: len(receiver.accepted()) == 5, 5)
+    with app.app_context():
+        dead_ones = outbox.listing("dead")
+    assert all(d["status"] == "pending" for d in dead_ones)
+    assert "ConnectionError" in dead_ones[-1]["last_error"]
+
+
+def test_two_instances_send_each_change_once(started, receiver):
+    hooks = {"h": hook_to(receiver.url)}
+    first = started(hooks)
+    started(hooks)
+    assert eventually(lambda: _triggers(first))
+    for n in range(30):
+        sql(first, f"INSERT INTO orders (item) VALUES ('i{n}')")
+    assert eventually(lambda: len(receiver.accepted()) >= 30, 20)
+    time.sleep(0.5)
+    items = [p["record"]["item"] for p in receiver.accepted()]
+    assert items == [f"i{n}" for n in range(30)]
+    with first.app_context():
+        instances = {a["instance"] for a in _attempts(first)}
+    assert len(instances) == 2, "both instances took part"
+
+
+def _attempts(app):
+    with db.engine.connect() as connection:
+        return [dict(row._mapping) for row in connection.execute(sa.select(outbox.ATTEMPTS))]
+
+
+def test_a_delivery_past_max_age_fails_and_is_sent_again_by_hand(started, receiver, service_key):
+    receiver.answer = lambda call: 503
+    app = started({"h": hook_to(receiver.url, max_age="1s")})
+    assert eventually(lambda: _triggers(app))
+    sql(app, "INSERT INTO orders (item) VALUES ('late')")
+    sql(app, "INSERT INTO orders (item) VALUES ('next')")
+    client = app.test_client()
+    headers = {"apikey": service_key, "Authorization": f"Bearer {service_key}"}
+
+    def listed(status=None):
+        query = "hook=h" + (f"&status={status}" if status else "")
+        return client.get(f"/auth/v1/admin/webhooks/deliveries?{query}", headers=headers).get_json()[
+            "deliveries"
+        ]
+
+    failed = eventually(lambda: len(listed("failed")) == 2 and listed("failed"), 15)
+    assert failed
+    receiver.answer = lambda call: 200
+    late = failed[-1]
+    answer = client.post(f"/auth/v1/admin/webhooks/deliveries/{late['id']}/resend", headers=headers)
+    assert answer.status_code == 202
+    again = client.post(f"/auth/v1/admin/webhooks/deliveries/{late['id']}/resend", headers=headers)
+    assert again.status_code == 409
+    assert eventually(lambda: receiver.accepted() and receiver.accepted()[0]["record"]["item"] == "late")
+    assert [d["status"] for d in listed()] == ["failed", "delivered"]
+    missing = client.post("/auth/v1/admin/webhooks/deliveries/999999/resend", headers=headers)
+    assert_auth_error(missing, 404, "not_found")
+
+
+ADMIN_PATHS = [
+    ("get", "/auth/v1/admin/webhooks/deliveries"),
+    ("post", "/auth/v1/admin/webhooks/deliveries/1/resend"),
+    ("get", "/auth/v1/admin/schedules/runs"),
+]
+
+
+@pytest.mark.parametrize(("method", "path"), ADMIN_PATHS)
+def test_the_admin_routes_are_for_the_service_role_only(app, anon_key, service_key, method, path):
+    import jwt
+
+    client = app.test_client()
+    call = getattr(client, method)
+    assert call(path).status_code == 401  # no apikey
+    anon = call(path, headers={"apikey": anon_key, "Authorization": f"Bearer {anon_key}"})
+    assert_auth_error(anon, 403, "not_admin")
+    forged = jwt.encode({"role": "service_role", "exp": int(time.time()) + 60}, "another-secret-" + "y" * 40)
+    assert call(path, headers={"apikey": forged, "Authorization": f"Bearer {forged}"}).status_code == 401
+    expired = jwt.encode({"role": "service_role", "exp": int(time.time()) - 60}, JWT_SECRET)
+    assert call(path, headers={"apikey": service_key, "Authorization": f"Bearer {expired}"}).status_code in (
+        401,
+        403,
+    )
+    ok = call(path, headers={"apikey": service_key, "Authorization": f"Bearer {service_key}"})
+    assert ok.status_code in (200, 404), ok.get_json()  # delivery 1 does not exist
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["hook=..", "hook=%2e%2e", "hook=a%00b", "hook=%C3%A9", "hook=" + "a" * 65, "status=gone", "limit=0",
+     "limit=501", "limit=-1", "limit=1e3", "before=x", "limit=" + "9" * 40, "other=1"],
+)  # fmt: skip
+def test_the_listing_refuses_hostile_queries_with_a_400(app, service_key, query):
+    headers = {"apikey": service_key, "Authorization": f"Bearer {service_key}"}
+    answer = app.test_client().get(f"/auth/v1/admin/webhooks/deliveries?{query}", headers=headers)
+    assert_auth_error(answer, 400, "validation_failed")
+    answer = app.test_client().get(
+        f"/auth/v1/admin/schedules/runs?{query.replace('hook', 'schedule')}", headers=headers
+    )
+    assert_auth_error(answer, 400, "validation_failed")
+
+
+def test_hostile_delivery_ids_are_404s(app, service_key):
+    headers = {"apikey": service_key, "Authorization": f"Bearer {service_key}"}
+    client = app.test_client()
+    for path in ("..", "%2e%2e", "1%00", "-1", "9" * 30, "%C3%A9"):
+        answer = client.post(f"/auth/v1/admin/webhooks/deliveries/{path}/resend", headers=headers)
+        assert answer.status_code in (404, 405), path
+        assert "traceback" not in answer.get_data(as_text=True).lower()
+
+
+@pytest.mark.parametrize(
+    ("entry", "named"),
+    [
+        ({"url": "http://x/"}, "table"),
+        ({"table": "t"}, "exactly one target"),
+        ({"table": "t", "url": "http://x/", "function": "f"}, "exactly one target"),
+        ({"table": "t", "url": "ftp://x/"}, "url"),
+        ({"table": "t", "url": "http://x/", "events": ["TRUNCATE"]}, "events"),
+        ({"table": "t", "url": "http://x/", "timeout": 0}, "timeout"),
+        ({"table": "t", "url": "http://x/", "max_age": "forever"}, "max_age"),
+        ({"table": "t", "url": "http://x/", "secret": "hunter2"}, "secret"),
+        ({"table": "t", "url": "http://x/", "headers": {"X-A": "1\r\nX-B: 2"}}, "headers"),
+        ({"table": "t", "url": "http://x/", "surprise": 1}, "surprise"),
+        ({"table": "t", "sql": "DELETE FROM t"}, "sql"),
+    ],
+)
+def test_a_wrong_webhook_is_refused_naming_its_key(entry, named):
+    with pytest.raises(ConfigError, match=named) as refused:
+        settings.parse({"webhooks": {"w": entry}})
+    assert "[webhooks.w]" in str(refused.value)
+
+
+def test_a_url_target_needs_a_secret_and_no_service_table_is_hooked(make_app, tmp_path):
+    bare = tmp_path / "bare.toml"
+    bare.write_text('[webhooks.w]\ntable = "orders"\nurl = "http://127.0.0.1/"\n')
+    with pytest.raises(ConfigError, match="WEBHOOK_SECRET"):
+        make_app(TABLES_CONFIG=str(bare))
+    make_app(TABLES_CONFIG=str(bare), WEBHOOK_SECRET=SECRET)  # the setting signs it
+    own = tmp_path / "own.toml"
+    own.write_text(
+        f'[webhooks.w]\ntable = "minibase_sessions"\nurl = "http://127.0.0.1/"\nsecret = "{SECRET}"\n'
+    )
+    with pytest.raises(ConfigError, match="service's own tables"):
+        make_app(TABLES_CONFIG=str(own))

@@ -1,0 +1,173 @@
+"""The threads that send webhooks and run schedules in a serving process (`python wsgi.py`, each of
+its WORKERS): one per hook, so a dead or slow receiver holds back only its own hook, and one that
+looks at the clock and trims the history. Every instance runs them; the claims in the database
+(webhooks/outbox.py, webhooks/schedules.py) make each delivery and each run happen once."""
+
+import json
+import logging
+import threading
+import time
+import tomllib
+from pathlib import Path
+
+from sqlalchemy.exc import DBAPIError, OperationalError
+
+from config import ConfigError
+from live import capture
+from webhooks import outbox, schedules, settings
+
+log = logging.getLogger("minibase")
+
+TRIM_SECONDS = 60.0  # between two trims of the history
+ERROR_PAUSE = 1.0  # after the database failed a step
+
+
+def init_app(app):
+    """Read [webhooks.*] and [schedules.*] of TABLES_CONFIG; a ConfigError when they cannot work."""
+    path = app.config.get("TABLES_CONFIG")
+    hooks, planned = ({}, {}) if path is None else load(path)
+    for hook in hooks.values():
+        if hook.table.casefold().startswith("minibase_"):
+            raise ConfigError(f"[webhooks.{hook.name}]: {hook.table} is one of the service's own tables")
+    secret = app.config.get("WEBHOOK_SECRET")
+    for kind, entries in (("webhooks", hooks), ("schedules", planned)):
+        for entry in entries.values():
+            if entry.target.url and not (entry.target.secret or secret):
+                raise ConfigError(
+                    f"[{kind}.{entry.name}]: a url target is signed: set its secret, or WEBHOOK_SECRET"
+                )
+    if secret and not settings.SECRET.fullmatch(secret):
+        raise ConfigError("WEBHOOK_SECRET must be a Standard Webhooks secret, whsec_<base64> (v1, optional)")
+    app.extensions["minibase"].webhooks = hooks
+    app.extensions["minibase"].schedules = planned
+
+
+def load(path):
+    try:
+        with Path(path).open("rb") as file:
+            document = tomllib.load(file)
+    except (OSError, tomllib.TOMLDecodeError):
+        return {}, {}  # rest.policies reads the same file first and says what is wrong with it
+    return settings.parse(document, source=str(path))
+
+
+def retry_delay(base):
+    """Seconds before attempt n+1 after n failed: base, then doubled each time, at most an hour."""
+    return lambda attempts: min(base * 2 ** (attempts - 1), 3600.0)
+
+
+class Background:
+    """The threads of one serving process. start() and stop() from the process's main thread."""
+
+    def __init__(self, app, clock=time.time):
+        self.app = app
+        self.clock = clock
+        self.call_function = app.extensions["minibase"].call_function
+        self.instance = outbox.instance_name()
+        self.stopping = threading.Event()
+        self.threads = []
+
+    def start(self):
+        state = self.app.extensions["minibase"]
+        if not self.app.config.get("BACKGROUND", True):
+            return self
+        for hook in state.webhooks.values():
+            self._thread(f"webhook {hook.name}", self.deliver, hook)
+        if state.webhooks or state.schedules:
+            self._thread("schedules", self.keep_time)
+        return self
+
+    def stop(self, seconds=5.0):
+        self.stopping.set()
+        deadline = time.monotonic() + seconds
+        for thread in self.threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+    def _thread(self, name, target, *args):
+        def body():
+            with self.app.app_context():
+                target(*args)
+
+        thread = threading.Thread(target=body, name=name, daemon=True)
+        thread.start()
+        self.threads.append(thread)
+
+    def _secret(self, target):
+        return target.secret or self.app.config.get("WEBHOOK_SECRET")
+
+    def deliver(self, hook):
+        """One hook's loop: make its table's triggers, then take changes in and send them in order."""
+        poll = self.app.config.get("WEBHOOK_POLL_SECONDS", 0.5)
+        retry = retry_delay(self.app.config.get("WEBHOOK_RETRY_SECONDS", 1.0))
+        queue, installed = outbox.Queue(hook, self.instance), False
+        while not self.stopping.is_set():
+            try:
+                if not installed:
+                    installed = capture.install([hook.table]).get(hook.table) is None
+                    if not installed:
+                        self.stopping.wait(30 * ERROR_PAUSE)
+                        continue
+                now = self.clock()
+                queue.take_in(now)
+                delivery = queue.head()
+                if delivery is None or delivery.next_at > now:
+                    wait = poll if delivery is None else min(poll, delivery.next_at - now)
+                    self.stopping.wait(max(wait, 0.01))
+                    continue
+                if delivery.lease_until is not None and delivery.lease_until >= now:
+                    self.stopping.wait(poll)  # another instance is sending it: the next waits for it
+                    continue
+                if not queue.claim(delivery, now):
+                    continue
+                started = time.time()
+                outcome = self._send(hook, delivery)
+                status = queue.record(delivery, outcome, started, retry)
+                if status == "failed":
+                    log.warning(
+                        "webhooks: %s gave up on event %s after %d attempts: %s",
+                        hook.name, delivery.event_id, delivery.attempts + 1, outcome.error,
+                    )  # fmt: skip
+            except (DBAPIError, OperationalError) as exc:
+                log.warning("webhooks: %s: the database failed a step: %s", hook.name, outbox._first(exc))
+                self.stopping.wait(ERROR_PAUSE)
+            except Exception:
+                log.exception("webhooks: %s: a step failed", hook.name)
+                self.stopping.wait(ERROR_PAUSE)
+
+    def _send(self, hook, delivery):
+        if hook.target.function is not None:
+            return self._call_function(hook, delivery)
+        return outbox.send(hook, delivery, self._secret(hook.target))
+
+    def _call_function(self, hook, delivery):
+        from webhooks import sending
+
+        if self.call_function is None:
+            return sending.Outcome(None, f"function {hook.target.function!r}: functions are not available", 0)
+        started = time.monotonic()
+        error = self.call_function(hook.target.function, json.loads(delivery.payload), hook.target.timeout)
+        return sending.Outcome(None if error else 200, error, round((time.monotonic() - started) * 1000))
+
+    def keep_time(self):
+        """The schedules' loop: claim and start what is due, each tick; trim the history now and then."""
+        state = self.app.extensions["minibase"]
+        tick = self.app.config.get("SCHEDULE_TICK_SECONDS", 1.0)
+        keep = self.app.config.get("WEBHOOK_HISTORY_DAYS", 7) * 86400
+        scheduler = schedules.Scheduler(state.schedules, self.app.config.get("WEBHOOK_SECRET"), self.instance)
+        trimmed = 0.0
+        while not self.stopping.is_set():
+            try:
+                now = self.clock()
+                for schedule, run_id, due in scheduler.tick(now):
+                    schedules.start_run(
+                        schedule, run_id, due, self._secret(schedule.target), self.call_function, self.app
+                    )
+                if time.monotonic() - trimmed > TRIM_SECONDS:
+                    trimmed = time.monotonic()
+                    outbox.trim(keep, now)
+                    schedules.trim(keep, now)
+            except (DBAPIError, OperationalError) as exc:
+                log.warning("schedules: the database failed a step: %s", outbox._first(exc))
+            except Exception:
+                log.exception("schedules: a step failed")
+            self.stopping.wait(tick)
