@@ -132,17 +132,17 @@ def test_every_committed_change_arrives_once_in_order_signed_and_none_for_a_roll
 
 
 def _triggers(app):
+    """Whether the webhook triggers of `orders` are made (by the hook's thread)."""
     with app.app_context():
-        inspector = sa.inspect(db.engine)
         if db.engine.dialect.name == "sqlite":
             with db.engine.connect() as connection:
                 return (
                     connection.exec_driver_sql(
-                        "SELECT count(*) FROM sqlite_master WHERE type='trigger' AND name LIKE 'minibase_wh_%'"
+                        "SELECT count(*) FROM sqlite_master WHERE type = 'trigger' "
+                        "AND name LIKE 'minibase_wh_%'"
                     ).scalar()
                     == 3
                 )
-        del inspector
         with db.engine.connect() as connection:
             return (
                 connection.exec_driver_sql(
