@@ -1,12 +1,15 @@
 """Commands for webhooks, schedules and the capture triggers: `flask --app app schedules run NAME`,
-`schedules list`, `webhooks resend ID` and `realtime prune`."""
+`schedules list`, `webhooks resend ID`, `background` and `realtime prune`."""
+
+import signal
+import threading
 
 import click
 from flask import current_app
 from flask.cli import with_appcontext
 
 from live import capture
-from webhooks import outbox, schedules
+from webhooks import outbox, schedules, worker
 
 
 def _state():
@@ -60,6 +63,21 @@ def resend(delivery_id):
     click.echo(f"delivery {delivery_id} is queued again")
 
 
+@click.command("background")
+@with_appcontext
+def background():
+    """Send webhooks and run schedules until SIGTERM or Ctrl-C, serving nothing: for a host whose
+    web server runs minibase per request (CGI, Passenger), where no process stays up to do it."""
+    app = current_app._get_current_object()
+    stopping = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stopping.set())
+    running = worker.Background(app).start()
+    click.echo(f"sending {len(_state().webhooks)} webhook(s), running {len(_state().schedules)} schedule(s)")
+    stopping.wait()
+    running.stop()
+
+
 @click.group("realtime")
 def realtime_group():
     """The change capture's triggers."""
@@ -78,5 +96,5 @@ def prune():
 
 
 def register(app):
-    for command in (schedules_group, webhooks_group, realtime_group):
+    for command in (schedules_group, webhooks_group, realtime_group, background):
         app.cli.add_command(command)

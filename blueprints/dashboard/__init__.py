@@ -8,5 +8,6 @@ from blueprints.dashboard import (  # noqa: F401 (their routes join it)
     settings,
     storage,
     tables,
+    webhooks,
 )
 from blueprints.dashboard.base import bp  # noqa: F401

@@ -63,6 +63,7 @@ NOTICES = {
     "file-deleted": "File deleted.",
     "backup-started": "A backup is being made.",
     "backup-running": "A backup is being made already.",
+    "resent": "The delivery is queued to be sent again.",
 }
 
 NAV = [
@@ -70,12 +71,15 @@ NAV = [
     ("dashboard.tables_page", "Tables"),
     ("dashboard.storage_page", "Storage"),
     ("dashboard.functions_page", "Functions"),
+    ("dashboard.webhooks_page", "Webhooks"),
     ("dashboard.audit_page", "Audit log"),
     ("dashboard.backups_page", "Backups"),
     ("dashboard.settings_page", "Settings"),
 ]
 SECTIONS = {
     "audit": "Audit log",
+    "webhooks": "Webhooks",
+    "resend": "Webhooks",
     "table": "Tables",
     "storage": "Storage",
     "bucket": "Storage",
