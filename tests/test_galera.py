@@ -506,6 +506,96 @@ def test_changes_written_on_every_node_reach_each_subscriber_once(cluster, watch
         assert "Traceback" not in instance.text() and "change log" not in instance.text()
 
 
+# --- webhooks and schedules
+
+ORDERS = (
+    "CREATE TABLE orders (id INT NOT NULL AUTO_INCREMENT PRIMARY KEY, node INT NOT NULL, n INT NOT NULL) "
+    "ENGINE=InnoDB DEFAULT CHARSET=utf8mb4"
+)
+TICKS = "CREATE TABLE ticks (due VARCHAR(40) NOT NULL) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4"
+
+
+@pytest.fixture(scope="module")
+def hooked(cluster, redis, tmp_path_factory):
+    """Two instances on nodes 1 and 3 sending the changes of `orders` to a receiver in this process,
+    and running a schedule every minute."""
+    from receiver import SECRET as HOOK_SECRET
+    from receiver import Receiver
+
+    cluster.nodes[0].query(ORDERS, DATABASE)
+    cluster.nodes[0].query(TICKS, DATABASE)
+    receiver = Receiver()
+    workdir = tmp_path_factory.mktemp("galera-webhooks")
+    (workdir / "tables.toml").write_text(
+        f'[webhooks.out]\ntable = "orders"\nurl = "{receiver.url}"\nsecret = "{HOOK_SECRET}"\n\n'
+        '[schedules.tick]\ncron = "* * * * *"\nsql = "INSERT INTO ticks (due) VALUES (NOW())"\n'
+    )
+    if time.time() % 60 > 40:  # the instances first see the schedule after a minute's start
+        time.sleep(62 - time.time() % 60)
+    settings = {"WEBHOOK_POLL_SECONDS": "0.05", "WEBHOOK_RETRY_SECONDS": "0.2", "REALTIME": "off"}
+    started = [Instance(cluster, redis, index, workdir, **settings) for index in (0, 2)]
+    try:
+        for instance in started:
+            instance.wait_serving()
+        yield receiver, started, time.time()
+    finally:
+        for instance in started:
+            instance.stop()
+        receiver.stop()
+
+
+def test_changes_written_on_every_node_are_sent_once_each_in_order(cluster, hooked):
+    """Plain SQL on the three nodes at once, and one rolled-back insert: each committed change reaches
+    the receiver once (two instances, one per node, claim each delivery), each node's in its order."""
+    receiver, instances, _ = hooked
+    rolled_back = cluster.nodes[1].connect(DATABASE)
+    rolled_back.begin()
+    with rolled_back.cursor() as cursor:
+        cursor.execute("INSERT INTO orders (node, n) VALUES (2, -1)")
+    rolled_back.rollback()
+    rolled_back.close()
+
+    def write(index):
+        connection = cluster.nodes[index].connect(DATABASE)
+        try:
+            for n in range(20):
+                with connection.cursor() as cursor:
+                    cursor.execute("INSERT INTO orders (node, n) VALUES (%s, %s)", (index + 1, n))
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(3) as pool:
+        list(pool.map(write, range(3)))
+    deadline = time.monotonic() + 60
+    while len(receiver.accepted()) < 60 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(1)  # none more: not twice, not the rolled-back one
+    records = [payload["record"] for payload in receiver.accepted()]
+    assert len(records) == 60 == len(receiver.calls), len(receiver.calls)
+    assert all(call["verified"] for call in receiver.calls)
+    for node in (1, 2, 3):
+        assert [r["n"] for r in records if r["node"] == node] == list(range(20))
+    attempts = on_every_node(cluster, "SELECT COUNT(DISTINCT instance) FROM minibase_webhook_attempts")
+    assert attempts[0] == ((2,),)  # both instances sent some
+    for instance in instances:
+        assert "Traceback" not in instance.text()
+
+
+def test_every_minute_on_two_nodes_over_three_minutes_runs_three_times(cluster, hooked):
+    _, instances, started = hooked
+    end = (int(started) // 60 + 3) * 60 + 5
+    time.sleep(max(0.0, end - time.time()))
+    runs = cluster.nodes[1].query(
+        "SELECT due_at, status FROM minibase_schedule_runs ORDER BY due_at", DATABASE
+    )
+    ticks = cluster.nodes[2].query("SELECT COUNT(*) FROM ticks", DATABASE)
+    assert ticks[0][0] == len(runs) >= 3, runs
+    assert [due - runs[0][0] for due, _ in runs[:3]] == [0, 60, 120]
+    assert {status for _, status in runs} == {"succeeded"}
+    for instance in instances:
+        assert "Traceback" not in instance.text()
+
+
 # --- a node dies under load
 
 

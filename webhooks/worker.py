@@ -14,7 +14,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 
 from config import ConfigError
 from live import capture
-from webhooks import outbox, schedules, settings
+from webhooks import outbox, schedules, sending, settings
 
 log = logging.getLogger("minibase")
 
@@ -140,8 +140,6 @@ class Background:
         return outbox.send(hook, delivery, self._secret(hook.target))
 
     def _call_function(self, hook, delivery):
-        from webhooks import sending
-
         if self.call_function is None:
             return sending.Outcome(None, f"function {hook.target.function!r}: functions are not available", 0)
         started = time.monotonic()
