@@ -63,6 +63,7 @@ bench: $(VENV)/.dev-deps .venv-bench/.deps ## every figure: reads, sign-in, stor
 	$(BIN)/python tools/bench.py
 	$(BIN)/python tools/bench_realtime.py
 	$(BIN)/python tools/bench_functions.py
+	$(BIN)/python tools/bench_webhooks.py
 	@if [ -e /usr/lib/galera/libgalera_smm.so ]; then $(BIN)/python tools/bench_galera.py; \
 	else echo "(galera-4 is not installed: no cluster figures; apt-get install galera-4 redis-server)"; fi
 

@@ -43,6 +43,7 @@ def instance_name():
 INSTANCE = instance_name()  # the leases of what a command (not a Background) runs
 LATE_SECONDS = 120  # an event whose transaction stayed open this long is still taken in
 TAKE_BATCH = 500
+SEND_BATCH = 100  # deliveries claimed at once, sent one after another while the lease lasts
 LEASE_MARGIN = 30.0  # seconds a lease outlives the hook's timeout: the recording after the POST
 EVENTS = WebhookEvent.__table__
 DELIVERIES = WebhookDelivery.__table__
@@ -135,62 +136,89 @@ class Queue:
         row = json.loads(text)
         return {name: _typed(self.columns.get(name), value) for name, value in row.items()}
 
-    def head(self):
-        """The first delivery of this hook still pending, or None."""
+    def due(self, now):
+        """(the deliveries to send now, the seconds to wait when there are none): the first pending
+        ones of this hook, in event order, as long as each is due and no other instance holds it."""
         with db.engine.connect() as connection:
-            return connection.execute(
+            pending = connection.execute(
                 sa.select(DELIVERIES)
                 .where(DELIVERIES.c.hook == self.hook.name, DELIVERIES.c.status == "pending")
                 .order_by(DELIVERIES.c.event_id)
-                .limit(1)
-            ).first()
+                .limit(SEND_BATCH)
+            ).all()
+        ready = []
+        for delivery in pending:
+            if delivery.next_at > now or (delivery.lease_until is not None and delivery.lease_until >= now):
+                break
+            ready.append(delivery)
+        if ready or not pending:
+            return ready, None
+        head = pending[0]
+        return [], max(0.0, head.next_at - now) if head.next_at > now else None  # None: another sends it
 
-    def claim(self, delivery, now):
-        """Take the lease of `delivery`: true for one instance only, while it is pending and no other
-        holds an unexpired lease."""
+    def claim(self, deliveries, now):
+        """Take the lease of `deliveries` (the due ones, in order), all or none: the conditional
+        UPDATE matches only those still pending with no other instance's unexpired lease, so of two
+        instances claiming at once one gets them (on Galera the other's commit fails certification).
+        The lease outlives one POST by LEASE_MARGIN: the deadline by which the batch stops."""
         lease = now + self.hook.target.timeout + LEASE_MARGIN
+        ids = [delivery.id for delivery in deliveries]
         try:
             with db.engine.begin() as connection:
                 claimed = connection.execute(
                     sa.update(DELIVERIES)
                     .where(
-                        DELIVERIES.c.id == delivery.id,
+                        DELIVERIES.c.id.in_(ids),
                         DELIVERIES.c.status == "pending",
                         sa.or_(DELIVERIES.c.lease_until.is_(None), DELIVERIES.c.lease_until < now),
                     )
                     .values(lease_until=lease, leased_by=self.instance)
                 ).rowcount
+                if claimed != len(ids):  # another instance took some meanwhile: leave them all to it
+                    connection.execute(self._release(ids))
+                    claimed = 0
         except DBAPIError as exc:  # Galera: another node's claim won certification
-            log.info(
-                "webhooks: %s lost the claim of delivery %s: %s", self.hook.name, delivery.id, _first(exc)
-            )
-            return False
-        return claimed == 1
+            log.info("webhooks: %s lost a claim to another instance: %s", self.hook.name, _first(exc))
+            return None
+        return lease if claimed else None
 
-    def record(self, delivery, outcome, started, retry):
-        """Keep the attempt, and move the delivery on: delivered; else retried after retry(attempts)
-        seconds, or failed once that would be past the hook's max_age. Only while this instance still
-        holds the lease (one that ran out is another's now)."""
+    def _release(self, ids):
+        return (
+            sa.update(DELIVERIES)
+            .where(DELIVERIES.c.id.in_(ids), DELIVERIES.c.leased_by == self.instance)
+            .values(lease_until=None, leased_by=None)
+        )
+
+    def record(self, sent, unsent, retry):
+        """Keep each attempt of `sent` [(delivery, outcome, started)], and move each delivery on:
+        delivered; else retried after retry(attempts) seconds, or failed once that would be past the
+        hook's max_age. `unsent` are released for the next claim. Only while this instance still
+        holds the leases (one that ran out is another's now). The statuses, in order."""
         now = time.time()
-        attempts = delivery.attempts + 1
-        values = {"attempts": attempts, "lease_until": None, "leased_by": None}
-        values |= {"last_status": outcome.status, "last_error": outcome.error}
-        if outcome.ok:
-            values |= {"status": "delivered", "delivered_at": now}
-        else:
-            next_at = now + retry(attempts)
-            past = next_at > delivery.created_at + self.hook.max_age
-            values |= {"status": "failed" if past else "pending", "next_at": next_at}
+        statuses = []
         with db.engine.begin() as connection:
-            connection.execute(
-                sa.insert(ATTEMPTS).values(_attempt(delivery.id, outcome, started, self.instance))
-            )
-            connection.execute(
-                sa.update(DELIVERIES)
-                .where(DELIVERIES.c.id == delivery.id, DELIVERIES.c.leased_by == self.instance)
-                .values(**values)
-            )
-        return values["status"] if "status" in values else "pending"
+            for delivery, outcome, started in sent:
+                attempts = delivery.attempts + 1
+                values = {"attempts": attempts, "lease_until": None, "leased_by": None}
+                values |= {"last_status": outcome.status, "last_error": outcome.error}
+                if outcome.ok:
+                    values |= {"status": "delivered", "delivered_at": now}
+                else:
+                    next_at = now + retry(attempts)
+                    past = next_at > delivery.created_at + self.hook.max_age
+                    values |= {"status": "failed" if past else "pending", "next_at": next_at}
+                statuses.append(values["status"])
+                connection.execute(
+                    sa.insert(ATTEMPTS).values(_attempt(delivery.id, outcome, started, self.instance))
+                )
+                connection.execute(
+                    sa.update(DELIVERIES)
+                    .where(DELIVERIES.c.id == delivery.id, DELIVERIES.c.leased_by == self.instance)
+                    .values(**values)
+                )
+            if unsent:
+                connection.execute(self._release([delivery.id for delivery in unsent]))
+        return statuses
 
 
 def _attempt(delivery_id, outcome, started, instance):

@@ -109,30 +109,39 @@ class Background:
                         continue
                 now = self.clock()
                 queue.take_in(now)
-                delivery = queue.head()
-                if delivery is None or delivery.next_at > now:
-                    wait = poll if delivery is None else min(poll, delivery.next_at - now)
-                    self.stopping.wait(max(wait, 0.01))
+                due, wait = queue.due(now)
+                if not due:  # none pending, the first not yet due, or another instance sending it
+                    self.stopping.wait(max(min(poll, poll if wait is None else wait), 0.01))
                     continue
-                if delivery.lease_until is not None and delivery.lease_until >= now:
-                    self.stopping.wait(poll)  # another instance is sending it: the next waits for it
-                    continue
-                if not queue.claim(delivery, now):
-                    continue
-                started = time.time()
-                outcome = self._send(hook, delivery)
-                status = queue.record(delivery, outcome, started, retry)
-                if status == "failed":
-                    log.warning(
-                        "webhooks: %s gave up on event %s after %d attempts: %s",
-                        hook.name, delivery.event_id, delivery.attempts + 1, outcome.error,
-                    )  # fmt: skip
+                lease = queue.claim(due, now)
+                if lease is not None:
+                    self._send_batch(hook, queue, due, lease, retry)
             except (DBAPIError, OperationalError) as exc:
                 log.warning("webhooks: %s: the database failed a step: %s", hook.name, outbox._first(exc))
                 self.stopping.wait(ERROR_PAUSE)
             except Exception:
                 log.exception("webhooks: %s: a step failed", hook.name)
                 self.stopping.wait(ERROR_PAUSE)
+
+    def _send_batch(self, hook, queue, claimed, lease, retry):
+        """Send the claimed deliveries one after another, stopping at the first that fails (the
+        later ones wait for it: order) or when one more POST could outlast the lease."""
+        sent = []
+        for delivery in claimed:
+            if sent and (self.stopping.is_set() or time.time() + hook.target.timeout > lease - 1):
+                break
+            started = time.time()
+            outcome = self._send(hook, delivery)
+            sent.append((delivery, outcome, started))
+            if not outcome.ok:
+                break
+        statuses = queue.record(sent, claimed[len(sent) :], retry)
+        for (delivery, outcome, _), status in zip(sent, statuses, strict=True):
+            if status == "failed":
+                log.warning(
+                    "webhooks: %s gave up on event %s after %d attempts: %s",
+                    hook.name, delivery.event_id, delivery.attempts + 1, outcome.error,
+                )  # fmt: skip
 
     def _send(self, hook, delivery):
         if hook.target.function is not None:

@@ -87,7 +87,7 @@ def test_a_receiver_down_and_back_gets_everything_in_order(start_server, databas
     time.sleep(8)  # every attempt meanwhile is refused
     receiver = Receiver(port=port)
     try:
-        assert eventually(lambda: len(in_order(receiver)) == 10, 30), in_order(receiver)
+        assert eventually(lambda: len(in_order(receiver)) == 10, 60), in_order(receiver)
         assert in_order(receiver) == [f"i{n}" for n in range(10)]
         assert len(receiver.calls) == 10  # none twice
     finally:
