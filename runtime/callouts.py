@@ -26,7 +26,7 @@ def schedules_group():
 @with_appcontext
 def run_schedule(name):
     """Run the schedule NAME now, once, recorded as its due runs are."""
-    schedule = _state().schedules.get(name)
+    schedule = schedules.planned(_state()).get(name)
     if schedule is None:
         raise click.ClickException(f"no schedule named {name!r} in tables.toml")
     secret = schedule.target.secret or current_app.config.get("WEBHOOK_SECRET")
@@ -40,7 +40,7 @@ def run_schedule(name):
 @with_appcontext
 def list_schedules():
     """Each schedule, its cron line, and its last runs."""
-    for name, schedule in sorted(_state().schedules.items()):
+    for name, schedule in sorted(schedules.planned(_state()).items()):
         click.echo(f"{name}  {schedule.cron}")
         for run in schedules.history(name, limit=5):
             click.echo(f"  {run['scheduled_at']}  {run['status']}  {run['error'] or ''}".rstrip())
@@ -73,7 +73,8 @@ def background():
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stopping.set())
     running = worker.Background(app).start()
-    click.echo(f"sending {len(_state().webhooks)} webhook(s), running {len(_state().schedules)} schedule(s)")
+    hooks, planned = _state().tables_toml.webhooks, schedules.planned(_state())
+    click.echo(f"sending {len(hooks)} webhook(s), running {len(planned)} schedule(s)")
     stopping.wait()
     running.stop()
 
@@ -88,7 +89,7 @@ def realtime_group():
 def prune():
     """Drop the capture triggers of tables this tables.toml no longer opts in (Realtime or webhooks).
     Run it once every instance serves the new file: a start never drops a trigger."""
-    tables = {hook.table for hook in _state().webhooks.values()}
+    tables = {hook.table for hook in _state().tables_toml.webhooks.values()}
     dropped = capture.prune(tables)
     for name in dropped:
         click.echo(f"dropped {name}")

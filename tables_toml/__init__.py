@@ -5,6 +5,7 @@ Nothing else opens the file, so what the dashboard shows is what the service enf
     tables.py     [tables.NAME] (the table API's rules, row policies, realtime) and [functions.NAME]
     buckets.py    [buckets.NAME]: Storage's declared buckets
     realtime.py   [realtime]: who may use private channels
+    webhooks.py   [webhooks.NAME] and [schedules.NAME]: database webhooks and schedules
 
 A new section is one more module here with a pure `parse` over its part of the parsed document, a
 field of TablesToml and a line in `parse` below; what the database must say about it (a policy
@@ -15,12 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from config import ConfigError
-from tables_toml import buckets, realtime, tables
+from tables_toml import buckets, realtime, tables, webhooks
 from tables_toml.buckets import Declared
 from tables_toml.realtime import Rules
 from tables_toml.tables import Function, Policy
+from tables_toml.webhooks import Schedule, Webhook
 
-SECTIONS = ("tables", "functions", "buckets", "realtime")
+SECTIONS = ("tables", "functions", "buckets", "realtime", "webhooks", "schedules")
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,8 @@ class TablesToml:
     functions: dict[str, Function] = field(default_factory=dict)  # [functions.NAME]
     buckets: dict[str, Declared] = field(default_factory=dict)  # [buckets.NAME]
     realtime: Rules | None = None  # [realtime]; None: private channels are the service key's
+    webhooks: dict[str, Webhook] = field(default_factory=dict)  # [webhooks.NAME]
+    schedules: dict[str, Schedule] = field(default_factory=dict)  # [schedules.NAME]
 
 
 def load(path, users_table):
@@ -54,12 +58,15 @@ def parse(document, users_table, source="tables.toml"):
     if unknown:
         raise ConfigError(
             f"{source}: unknown top-level key {unknown[0]!r}; expected [tables.NAME], [functions.NAME], "
-            "[buckets.NAME] and [realtime]"
+            "[buckets.NAME], [realtime], [webhooks.NAME] and [schedules.NAME]"
         )
     exposed = tables.parse_tables(document.get("tables", {}), users_table, source)
+    hooks, planned = webhooks.parse(document, source)
     return TablesToml(
         tables=exposed,
         functions=tables.parse_functions(document.get("functions", {}), exposed, source),
         buckets=buckets.parse(document.get("buckets", {}), source),
         realtime=realtime.parse(document.get("realtime"), source),
+        webhooks=hooks,
+        schedules=planned,
     )

@@ -13,7 +13,8 @@ import sqlalchemy as sa
 from config import ConfigError
 from extensions import db
 from receiver import SECRET, Receiver
-from webhooks import outbox, schedules, settings
+from tables_toml import webhooks as settings
+from webhooks import outbox, schedules
 
 NOON = datetime(2026, 11, 29, 12, 0, 30, tzinfo=UTC).timestamp()
 
@@ -55,8 +56,8 @@ def test_every_minute_over_three_minutes_runs_three_times_on_two_instances(make_
     make_ticks(database_url)
     first = app_with(make_app, database_url, tmp_path, EVERY_MINUTE)
     second = app_with(make_app, database_url, tmp_path, EVERY_MINUTE, "second.toml")
-    one = schedules.Scheduler(first.extensions["minibase"].schedules, SECRET, "one")
-    two = schedules.Scheduler(second.extensions["minibase"].schedules, SECRET, "two")
+    one = schedules.Scheduler(first.extensions["minibase"].tables_toml.schedules, SECRET, "one")
+    two = schedules.Scheduler(second.extensions["minibase"].tables_toml.schedules, SECRET, "two")
     for step in range(0, 181, 7):  # 12:00:30 to 12:03:31, each looking every 7 s, the second 3 s later
         look(first, one, NOON + step)
         look(second, two, NOON + step + 3)
@@ -78,7 +79,7 @@ def test_instances_racing_for_one_due_time_run_it_once(make_app, database_url, t
     barrier, claimed = threading.Barrier(len(apps)), []
 
     def race(app, n):
-        scheduler = schedules.Scheduler(app.extensions["minibase"].schedules, SECRET, f"i{n}")
+        scheduler = schedules.Scheduler(app.extensions["minibase"].tables_toml.schedules, SECRET, f"i{n}")
         with app.app_context():
             barrier.wait()
             claimed.extend(scheduler.tick(NOON + 60))
@@ -100,9 +101,12 @@ def test_a_run_still_going_makes_the_next_skipped_and_recorded(make_app, databas
         calls.append(1)
         held.wait(30)
 
-    planned = {}
-    schedules.register(planned, "slow", "* * * * *", slow)
-    scheduler = schedules.Scheduler(planned, SECRET, "one")
+    schedules.register(app, "slow", "* * * * *", slow)
+    with pytest.raises(ValueError, match="exists already"):
+        schedules.register(app, "slow", "@daily", slow)
+    with pytest.raises(ValueError, match="cron"):
+        schedules.register(app, "other", "every day", slow)
+    scheduler = schedules.Scheduler(schedules.planned(app.extensions["minibase"]), SECRET, "one")
     with app.app_context():
         outbox.first_seen("schedule", "slow", NOON)
         started = scheduler.tick(NOON + 60)
@@ -120,7 +124,7 @@ def test_a_run_still_going_makes_the_next_skipped_and_recorded(make_app, databas
 
 def test_failing_sql_records_its_error_and_runs_again_next_time(make_app, database_url, tmp_path):
     app = app_with(make_app, database_url, tmp_path, EVERY_MINUTE)
-    scheduler = schedules.Scheduler(app.extensions["minibase"].schedules, SECRET, "one")
+    scheduler = schedules.Scheduler(app.extensions["minibase"].tables_toml.schedules, SECRET, "one")
     look(app, scheduler, NOON)
     look(app, scheduler, NOON + 60)  # no table ticks yet
     make_ticks(database_url)
@@ -135,7 +139,7 @@ def test_a_run_missed_while_nothing_was_up_happens_once_at_start(make_app, datab
     make_ticks(database_url)
     daily = '[schedules.nightly]\ncron = "@daily"\nsql = "INSERT INTO ticks (n) VALUES (1)"\n'
     app = app_with(make_app, database_url, tmp_path, daily)
-    planned = app.extensions["minibase"].schedules
+    planned = app.extensions["minibase"].tables_toml.schedules
     look(app, schedules.Scheduler(planned, SECRET, "before"), NOON)  # first seen at noon: nothing due
     assert ticks(app) == 0
     later = NOON + 3 * 86400 + 3600  # three midnights passed while nothing was up
@@ -156,7 +160,7 @@ def test_a_url_target_gets_a_signed_body_and_a_500_is_a_failed_run(make_app, dat
             tmp_path,
             f'[schedules.ping]\ncron = "*/5 * * * *"\nurl = "{receiver.url}"\n',
         )
-        scheduler = schedules.Scheduler(app.extensions["minibase"].schedules, SECRET, "one")
+        scheduler = schedules.Scheduler(app.extensions["minibase"].tables_toml.schedules, SECRET, "one")
         look(app, scheduler, NOON)
         look(app, scheduler, NOON + 300)
         receiver.answer = lambda call: 500
@@ -226,4 +230,4 @@ def test_the_shorthands_are_five_fields():
     )[1]
     assert parsed["hourly"].cron == "0 * * * *" and parsed["weekly"].cron == "0 0 * * 0"
     moment = datetime(2026, 11, 29, 12, 30, tzinfo=UTC)
-    assert settings.due_before(parsed["daily"], moment) == datetime(2026, 11, 29, tzinfo=UTC)
+    assert schedules.due_before(parsed["daily"], moment) == datetime(2026, 11, 29, tzinfo=UTC)

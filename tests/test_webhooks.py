@@ -5,6 +5,8 @@ retried, a slow answer times out and is retried, a dead target holds back no oth
 instances send each change once, a failed delivery is sent again by hand. On both databases."""
 
 import json
+import socket
+import threading
 import time
 
 import pytest
@@ -15,7 +17,8 @@ from extensions import db
 from receiver import SECRET, Receiver, eventually
 from support import SECRET as JWT_SECRET
 from support import Api, assert_auth_error
-from webhooks import outbox, settings, worker
+from tables_toml import webhooks as settings
+from webhooks import outbox, worker
 
 FAST = {"WEBHOOK_POLL_SECONDS": 0.05, "WEBHOOK_RETRY_SECONDS": 0.1, "SCHEDULE_TICK_SECONDS": 0.1}
 
@@ -132,25 +135,19 @@ def test_every_committed_change_arrives_once_in_order_signed_and_none_for_a_roll
 
 
 def _triggers(app):
-    """Whether the webhook triggers of `orders` are made (by the hook's thread)."""
-    with app.app_context():
+    """Whether every hook of `app` has started (first seen), and the webhook triggers of `orders` are
+    made (by the hooks' threads)."""
+    hooks = set(app.extensions["minibase"].tables_toml.webhooks)
+    with app.app_context(), db.engine.connect() as connection:
+        seen = set(connection.execute(sa.select(outbox.CALLOUTS.c.name)).scalars())
         if db.engine.dialect.name == "sqlite":
-            with db.engine.connect() as connection:
-                return (
-                    connection.exec_driver_sql(
-                        "SELECT count(*) FROM sqlite_master WHERE type = 'trigger' "
-                        "AND name LIKE 'minibase_wh_%'"
-                    ).scalar()
-                    == 3
-                )
-        with db.engine.connect() as connection:
-            return (
-                connection.exec_driver_sql(
-                    "SELECT count(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE() "
-                    "AND TRIGGER_NAME LIKE 'minibase\\_wh\\_%%'"
-                ).scalar()
-                == 3
+            query = "SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'minibase_wh_%'"
+        else:
+            query = (
+                "SELECT count(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE() "
+                "AND TRIGGER_NAME LIKE 'minibase\\_wh\\_%%'"
             )
+        return hooks <= seen and connection.exec_driver_sql(query).scalar() == 3
 
 
 def test_a_500_is_retried_until_a_2xx_and_every_attempt_is_kept(started, receiver, service_key):
@@ -164,11 +161,16 @@ def test_a_500_is_retried_until_a_2xx_and_every_attempt_is_kept(started, receive
     assert [call["status"] for call in receiver.calls] == [500, 500, 200, 200]
     assert [p["record"]["item"] for p in receiver.accepted()] == ["a", "b"]  # b waited for a
     client = app.test_client()
-    listed = client.get(
-        "/auth/v1/admin/webhooks/deliveries?hook=h",
-        headers={"apikey": service_key, "Authorization": f"Bearer {service_key}"},
-    ).get_json()["deliveries"]
-    first = listed[-1]
+
+    def listed():
+        return client.get(
+            "/auth/v1/admin/webhooks/deliveries?hook=h",
+            headers={"apikey": service_key, "Authorization": f"Bearer {service_key}"},
+        ).get_json()["deliveries"]
+
+    # recorded once the batch's POSTs are done
+    assert eventually(lambda: {d["status"] for d in listed()} == {"delivered"})
+    first = listed()[-1]
     assert first["status"] == "delivered" and [a["status"] for a in first["attempts"]] == [500, 500, 200]
     assert all(a["duration_ms"] >= 0 for a in first["attempts"]) and first["attempts"][0]["error"]
 
@@ -186,25 +188,41 @@ def test_a_slow_answer_times_out_and_is_sent_again(started, receiver):
     assert eventually(lambda: _triggers(app))
     sql(app, "INSERT INTO orders (item) VALUES ('a')")
     assert eventually(lambda: len(receiver.accepted()) == 2, 15)  # the slow one too was taken, late
-    with app.app_context():
-        attempts = outbox.listing("h")[0]["attempts"]
+
+    def tried():
+        with app.app_context():
+            return outbox.listing("h")[0]["attempts"]
+
+    attempts = eventually(lambda: tried()[-1]["status"] == 200 and tried())
     assert attempts[0]["status"] is None and "no answer within 1 s" in attempts[0]["error"]
     assert attempts[-1]["status"] == 200
     ids = {call["headers"]["webhook-id"] for call in receiver.calls}
     assert len(ids) == 1  # the same message: the receiver can tell it got it twice
 
 
-def test_a_dead_target_holds_back_no_other_hook(started, receiver):
+def test_a_dead_and_a_silent_target_hold_back_no_other_hook(started, receiver):
     from support import free_port
 
+    silent = socket.socket()  # takes connections into its backlog and never answers
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(64)
     dead = f"http://127.0.0.1:{free_port()}/nobody"
-    app = started({"dead": hook_to(dead), "alive": hook_to(receiver.url)})
+    hooks = {
+        "dead": hook_to(dead),
+        "silent": hook_to(f"http://127.0.0.1:{silent.getsockname()[1]}/", timeout=5),
+    }
+    app = started({**hooks, "alive": hook_to(receiver.url)})
     assert eventually(lambda: _triggers(app))
     for n in range(5):
         sql(app, f"INSERT INTO orders (item) VALUES ('i{n}')")
-    assert eventually(lambda: len(receiver.accepted()) == 5, 5)
-    with app.app_context():
-        dead_ones = outbox.listing("dead")
+    assert eventually(lambda: len(receiver.accepted()) == 5, 30)
+    silent.close()
+
+    def dead():
+        with app.app_context():
+            return outbox.listing("dead")
+
+    dead_ones = eventually(lambda: dead() and dead()[-1]["last_error"] and dead())
     assert all(d["status"] == "pending" for d in dead_ones)
     assert "ConnectionError" in dead_ones[-1]["last_error"]
 
@@ -216,18 +234,62 @@ def test_two_instances_send_each_change_once(started, receiver):
     assert eventually(lambda: _triggers(first))
     for n in range(30):
         sql(first, f"INSERT INTO orders (item) VALUES ('i{n}')")
-    assert eventually(lambda: len(receiver.accepted()) >= 30, 20)
+    assert eventually(lambda: len(receiver.accepted()) >= 30, 60)
     time.sleep(0.5)
     items = [p["record"]["item"] for p in receiver.accepted()]
     assert items == [f"i{n}" for n in range(30)]
-    with first.app_context():
-        instances = {a["instance"] for a in _attempts(first)}
-    assert len(instances) == 2, "both instances took part"
+
+    def attempts():
+        with first.app_context(), db.engine.connect() as connection:
+            return connection.execute(sa.select(sa.func.count()).select_from(outbox.ATTEMPTS)).scalar()
+
+    assert eventually(lambda: attempts() == 30)  # recorded once the batch's POSTs are done
 
 
-def _attempts(app):
-    with db.engine.connect() as connection:
-        return [dict(row._mapping) for row in connection.execute(sa.select(outbox.ATTEMPTS))]
+def test_instances_racing_take_each_event_in_once_and_one_claims_the_batch(make_app, database_url, tmp_path):
+    """Four instances' queues of one hook, released together: the events become one delivery each
+    however many take them in at once, and of the claims of the same due deliveries one wins."""
+    make_orders(database_url)
+    hook_entry = hook_to("http://127.0.0.1:9/")
+    apps = [make_app(TABLES_CONFIG=tables_toml(tmp_path, {"h": hook_entry}, f"r{n}.toml")) for n in range(4)]
+    with apps[0].app_context():
+        from live import capture
+
+        capture.install(["orders"])
+    hook = apps[0].extensions["minibase"].tables_toml.webhooks["h"]
+    queues = [outbox.Queue(hook, f"instance-{n}") for n in range(4)]
+    with apps[0].app_context():
+        outbox.first_seen("webhook", "h", 0.0)
+    for n in range(20):
+        sql(apps[0], f"INSERT INTO orders (item) VALUES ('i{n}')")
+
+    def race(step):
+        barrier, results = threading.Barrier(4), [None] * 4
+
+        def run(n):
+            with apps[n].app_context():
+                barrier.wait()
+                results[n] = step(queues[n])
+
+        threads = [threading.Thread(target=run, args=(n,)) for n in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        return results
+
+    race(lambda queue: queue.take_in(time.time()))
+    with apps[0].app_context(), db.engine.connect() as connection:
+        rows = connection.execute(sa.select(outbox.DELIVERIES.c.event_id)).scalars().all()
+    assert sorted(rows) == sorted(set(rows)) and len(rows) == 20
+    with apps[0].app_context():
+        due, _ = queues[0].due(time.time())
+    assert len(due) == 20
+    leases = race(lambda queue: queue.claim(due, time.time()))
+    assert sum(lease is not None for lease in leases) == 1, leases
+    with apps[0].app_context(), db.engine.connect() as connection:
+        holders = connection.execute(sa.select(outbox.DELIVERIES.c.leased_by).distinct()).scalars().all()
+    assert holders == [f"instance-{leases.index(next(lease for lease in leases if lease))}"]
 
 
 def test_a_delivery_past_max_age_fails_and_is_sent_again_by_hand(started, receiver, service_key):
@@ -254,7 +316,7 @@ def test_a_delivery_past_max_age_fails_and_is_sent_again_by_hand(started, receiv
     again = client.post(f"/auth/v1/admin/webhooks/deliveries/{late['id']}/resend", headers=headers)
     assert again.status_code == 409
     assert eventually(lambda: receiver.accepted() and receiver.accepted()[0]["record"]["item"] == "late")
-    assert [d["status"] for d in listed()] == ["failed", "delivered"]
+    assert eventually(lambda: [d["status"] for d in listed()] == ["failed", "delivered"])
     missing = client.post("/auth/v1/admin/webhooks/deliveries/999999/resend", headers=headers)
     assert_auth_error(missing, 404, "not_found")
 

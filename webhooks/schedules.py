@@ -10,14 +10,17 @@ import logging
 import threading
 import time
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
+import cronsim
 import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError
 
+from config import ConfigError
 from extensions import db
 from models import ScheduleRun
-from webhooks import outbox, sending, settings
+from tables_toml import webhooks as settings
+from webhooks import outbox, sending
 
 log = logging.getLogger("minibase")
 
@@ -26,17 +29,32 @@ LOST_AFTER = 60.0  # seconds past a schedule's timeout before a run still `runni
 ERROR_CHARS = 1000
 
 
-def register(schedules, name, cron, call, timeout=settings.DEFAULT_RUN_TIMEOUT):
-    """Add an internal schedule to `schedules` (the app's, as tables.toml's [schedules.*] gave it):
-    `call()` (no arguments, in the app's context) runs at each due time of the cron line `cron`, once
-    across the instances, recorded and shown like the others. A ValueError when the name is taken
-    or the line is not cron."""
-    if name in schedules:
+def register(app, name, cron, call, timeout=settings.DEFAULT_RUN_TIMEOUT):
+    """Add an internal schedule to `app` before it serves: `call()` (no arguments, in the app's
+    context) runs at each due time of the cron line `cron`, once across the instances, recorded and
+    shown like tables.toml's. A ValueError when the name is taken or the line is not cron."""
+    state = app.extensions["minibase"]
+    schedules = state.internal_schedules
+    if name in schedules or name in state.tables_toml.schedules:
         raise ValueError(f"a schedule named {name!r} exists already")
     document = {"schedules": {name: {"cron": cron, "sql": "-", "timeout": timeout}}}
-    schedule = settings.parse(document, source="the schedule")[1][name]
+    try:
+        schedule = settings.parse(document, source="the schedule")[1][name]
+    except ConfigError as exc:
+        raise ValueError(str(exc)) from None
     schedules[name] = replace(schedule, target=settings.Target(call=call))
     return schedules[name]
+
+
+def planned(state):
+    """{name: Schedule}: tables.toml's and those code added (register)."""
+    return {**state.tables_toml.schedules, **state.internal_schedules}
+
+
+def due_before(schedule, moment):
+    """The latest time at or before `moment` (a UTC datetime) the schedule is due, to the second."""
+    after = moment.replace(microsecond=0) + timedelta(seconds=1)
+    return next(cronsim.CronSim(schedule.cron, after, reverse=True))
 
 
 def _epoch(moment):
@@ -63,7 +81,7 @@ class Scheduler:
         started = []
         moment = datetime.fromtimestamp(now, UTC)
         for schedule in self.schedules.values():
-            due = _epoch(settings.due_before(schedule, moment))
+            due = _epoch(due_before(schedule, moment))
             if self.handled.get(schedule.name) == due:
                 continue
             if schedule.name not in self.since:

@@ -7,14 +7,13 @@ import json
 import logging
 import threading
 import time
-import tomllib
-from pathlib import Path
 
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from config import ConfigError
 from live import capture
-from webhooks import outbox, schedules, sending, settings
+from tables_toml import webhooks as settings
+from webhooks import outbox, schedules, sending
 
 log = logging.getLogger("minibase")
 
@@ -23,32 +22,17 @@ ERROR_PAUSE = 1.0  # after the database failed a step
 
 
 def init_app(app):
-    """Read [webhooks.*] and [schedules.*] of TABLES_CONFIG; a ConfigError when they cannot work."""
-    path = app.config.get("TABLES_CONFIG")
-    hooks, planned = ({}, {}) if path is None else load(path)
-    for hook in hooks.values():
-        if hook.table.casefold().startswith("minibase_"):
-            raise ConfigError(f"[webhooks.{hook.name}]: {hook.table} is one of the service's own tables")
+    """Refuse to start when a URL target has nothing to sign with, or WEBHOOK_SECRET is no secret."""
     secret = app.config.get("WEBHOOK_SECRET")
-    for kind, entries in (("webhooks", hooks), ("schedules", planned)):
+    if secret and not settings.SECRET.fullmatch(secret):
+        raise ConfigError("WEBHOOK_SECRET must be a Standard Webhooks secret, whsec_<base64> (v1, optional)")
+    declared = app.extensions["minibase"].tables_toml
+    for kind, entries in (("webhooks", declared.webhooks), ("schedules", declared.schedules)):
         for entry in entries.values():
             if entry.target.url and not (entry.target.secret or secret):
                 raise ConfigError(
                     f"[{kind}.{entry.name}]: a url target is signed: set its secret, or WEBHOOK_SECRET"
                 )
-    if secret and not settings.SECRET.fullmatch(secret):
-        raise ConfigError("WEBHOOK_SECRET must be a Standard Webhooks secret, whsec_<base64> (v1, optional)")
-    app.extensions["minibase"].webhooks = hooks
-    app.extensions["minibase"].schedules = planned
-
-
-def load(path):
-    try:
-        with Path(path).open("rb") as file:
-            document = tomllib.load(file)
-    except (OSError, tomllib.TOMLDecodeError):
-        return {}, {}  # rest.policies reads the same file first and says what is wrong with it
-    return settings.parse(document, source=str(path))
 
 
 def retry_delay(base):
@@ -71,9 +55,10 @@ class Background:
         state = self.app.extensions["minibase"]
         if not self.app.config.get("BACKGROUND", True):
             return self
-        for hook in state.webhooks.values():
+        hooks, planned = state.tables_toml.webhooks, schedules.planned(state)
+        for hook in hooks.values():
             self._thread(f"webhook {hook.name}", self.deliver, hook)
-        if state.webhooks or state.schedules:
+        if hooks or planned:
             self._thread("schedules", self.keep_time)
         return self
 
@@ -102,6 +87,8 @@ class Background:
         queue, installed = outbox.Queue(hook, self.instance), False
         while not self.stopping.is_set():
             try:
+                if queue.since is None:  # before the triggers: every change they capture is after it
+                    queue.since = outbox.first_seen("webhook", hook.name, self.clock())
                 if not installed:
                     installed = capture.install([hook.table]).get(hook.table) is None
                     if not installed:
@@ -160,7 +147,8 @@ class Background:
         state = self.app.extensions["minibase"]
         tick = self.app.config.get("SCHEDULE_TICK_SECONDS", 1.0)
         keep = self.app.config.get("WEBHOOK_HISTORY_DAYS", 7) * 86400
-        scheduler = schedules.Scheduler(state.schedules, self.app.config.get("WEBHOOK_SECRET"), self.instance)
+        secret = self.app.config.get("WEBHOOK_SECRET")
+        scheduler = schedules.Scheduler(schedules.planned(state), secret, self.instance)
         trimmed = 0.0
         while not self.stopping.is_set():
             try:

@@ -20,8 +20,8 @@ def webhooks_page():
     status = wanted if wanted in STATUSES else None
     return page(
         "webhooks.html",
-        hooks=sorted(state().webhooks.values(), key=lambda hook: hook.name),
-        schedules=sorted(state().schedules.values(), key=lambda schedule: schedule.name),
+        hooks=sorted(state().tables_toml.webhooks.values(), key=lambda hook: hook.name),
+        schedules=sorted(schedules.planned(state()).values(), key=lambda schedule: schedule.name),
         deliveries=outbox.listing(status=status, limit=SHOWN),
         runs=schedules.history(limit=SHOWN),
         status=status,

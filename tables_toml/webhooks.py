@@ -1,9 +1,9 @@
-"""[webhooks.NAME] and [schedules.NAME] of tables.toml, read from the parsed document and checked
-once; a ConfigError names the key that is wrong. Pure: no database, no app."""
+"""tables.toml's [webhooks.NAME] and [schedules.NAME]: the database webhooks and the schedules
+(webhooks/ sends and runs them), checked once; a ConfigError names the key that is wrong."""
 
 import re
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
 import cronsim
@@ -67,7 +67,8 @@ class Schedule:
 
 
 def parse(document, source="tables.toml"):
-    """({name: Webhook}, {name: Schedule}) of a parsed tables.toml document."""
+    """({name: Webhook}, {name: Schedule}) of a parsed tables.toml document (its webhooks and
+    schedules sections)."""
     found = []
     for section, reader in (("webhooks", _webhook), ("schedules", _schedule)):
         entries = document.get(section, {})
@@ -90,6 +91,8 @@ def _webhook(name, entry, where):
     table = entry.get("table")
     if not isinstance(table, str) or not table.strip():
         raise ConfigError(f"{where}: table must name a table")
+    if table.casefold().startswith("minibase_"):
+        raise ConfigError(f"{where}: table {table!r} is one of the service's own tables")
     events = entry.get("events", list(EVENTS))
     if (
         not isinstance(events, list)
@@ -183,14 +186,3 @@ def _known(entry, keys, where):
     unknown = sorted(set(entry) - keys)
     if unknown:
         raise ConfigError(f"{where}: unknown key {unknown[0]!r}; expected {', '.join(sorted(keys))}")
-
-
-def due_before(schedule, moment):
-    """The latest time at or before `moment` (a UTC datetime) the schedule is due, to the second."""
-    after = moment.replace(microsecond=0) + timedelta(seconds=1)
-    return next(cronsim.CronSim(schedule.cron, after, reverse=True))
-
-
-def due_after(schedule, moment):
-    """The first time after `moment` the schedule is due."""
-    return next(cronsim.CronSim(schedule.cron, moment))
