@@ -53,13 +53,3 @@ class Receiver:
     def stop(self):
         self.httpd.shutdown()
         self.httpd.server_close()
-
-
-def eventually(check, seconds=10.0, step=0.05):
-    """Wait until check() is truthy; its last value."""
-    deadline = time.monotonic() + seconds
-    while True:
-        value = check()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(step)

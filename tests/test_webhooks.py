@@ -14,9 +14,9 @@ import sqlalchemy as sa
 
 from config import ConfigError
 from extensions import db
-from receiver import SECRET, Receiver, eventually
+from receiver import SECRET, Receiver
 from support import SECRET as JWT_SECRET
-from support import Api, assert_auth_error
+from support import Api, assert_auth_error, eventually
 from tables_toml import webhooks as settings
 from webhooks import outbox, worker
 

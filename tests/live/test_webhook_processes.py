@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 
 import sqlalchemy as sa
 
-from receiver import SECRET, Receiver, eventually
-from support import free_port
+from receiver import SECRET, Receiver
+from support import eventually, free_port
 
 FAST = {"WEBHOOK_POLL_SECONDS": 0.05, "WEBHOOK_RETRY_SECONDS": 0.2, "REALTIME": "off"}
 SHORT_LEASE = "import webhooks.outbox as o; o.LEASE_MARGIN = 0.5"
