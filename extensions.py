@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -71,9 +70,6 @@ class Minibase:
     object_reads: dict[str, Prepared | None] = field(default_factory=dict)
     bucket_read: Prepared | None = None  # storage.buckets.read's prepared statement
     reads: sa.Engine | None = None  # the prepared reads' engine (database.connections); None: db.engine
-    # call_function(name, json_body, timeout) -> None or what went wrong: how a webhook or schedule
-    # runs a `function` target (set where functions are served); None: such targets fail, recorded
-    call_function: Callable[[str, dict, float], str | None] | None = None
     # schedules added by code (webhooks.schedules.register), beside tables.toml's [schedules.NAME]
     internal_schedules: dict[str, Schedule] = field(default_factory=dict)
     own: threading.local | None = None  # SQLite file: each thread's reads connection (transactions.prepared)

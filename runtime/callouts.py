@@ -30,7 +30,7 @@ def run_schedule(name):
     if schedule is None:
         raise click.ClickException(f"no schedule named {name!r} in tables.toml")
     secret = schedule.target.secret or current_app.config.get("WEBHOOK_SECRET")
-    status, error = schedules.run_now(schedule, secret, _state().call_function)
+    status, error = schedules.run_now(schedule, secret)
     click.echo(f"{name}: {status}" + (f": {error}" if error else ""))
     if status != "succeeded":
         raise SystemExit(1)

@@ -111,7 +111,7 @@ def test_a_run_still_going_makes_the_next_skipped_and_recorded(make_app, databas
         outbox.first_seen("schedule", "slow", NOON)
         started = scheduler.tick(NOON + 60)
         assert len(started) == 1
-        thread = schedules.start_run(*started[0], SECRET, None, app)
+        thread = schedules.start_run(*started[0], SECRET, app)
         assert scheduler.tick(NOON + 120) == []
         held.set()
         thread.join(10)

@@ -71,9 +71,10 @@ class Queue:
     """One hook's deliveries, as this process sees them: the highest event id taken in, and its
     table's columns (for the payload's types)."""
 
-    def __init__(self, hook, instance=INSTANCE):
+    def __init__(self, hook, instance=INSTANCE, lasts=None):
         self.hook = hook
         self.instance = instance
+        self.lasts = hook.target.timeout if lasts is None else lasts  # the longest one attempt takes
         self.high = 0
         self.since = None
         self.columns = None
@@ -161,7 +162,7 @@ class Queue:
         UPDATE matches only those still pending with no other instance's unexpired lease, so of two
         instances claiming at once one gets them (on Galera the other's commit fails certification).
         The lease outlives one POST by LEASE_MARGIN: the deadline by which the batch stops."""
-        lease = now + self.hook.target.timeout + LEASE_MARGIN
+        lease = now + self.lasts + LEASE_MARGIN
         ids = [delivery.id for delivery in deliveries]
         try:
             with db.engine.begin() as connection:

@@ -20,7 +20,7 @@ from config import ConfigError
 from extensions import db
 from models import ScheduleRun
 from tables_toml import webhooks as settings
-from webhooks import outbox, sending
+from webhooks import functions, outbox, sending
 
 log = logging.getLogger("minibase")
 
@@ -145,11 +145,11 @@ def claim(schedule, due, now, instance=outbox.INSTANCE):
         return None
 
 
-def run(schedule, run_id, due, secret, call_function=None):
+def run(schedule, run_id, due, secret):
     """Run the schedule's target now and record the end: (status, error)."""
     error = None
     try:
-        error = _call(schedule, due, secret, call_function)
+        error = _call(schedule, due, secret)
     except Exception as exc:  # the operator's SQL or code: recorded, and the schedule runs next time
         log.warning("schedules: %s at %s failed: %s", schedule.name, _iso(due), outbox._first(exc))
         error = outbox._first(exc)
@@ -171,7 +171,7 @@ def run(schedule, run_id, due, secret, call_function=None):
     return status, error
 
 
-def _call(schedule, due, secret, call_function):
+def _call(schedule, due, secret):
     """None when the target did its work; else what went wrong."""
     target = schedule.target
     if target.call is not None:
@@ -184,9 +184,7 @@ def _call(schedule, due, secret, call_function):
         return None
     body = {"schedule": schedule.name, "scheduled_at": _iso(due)}
     if target.function is not None:
-        if call_function is None:
-            return f"function {target.function!r}: functions are not available"
-        return call_function(target.function, body, target.timeout)
+        return functions.call(target.function, body).error
     outcome = sending.post(
         target.url,
         sending.body_of(body),
@@ -198,7 +196,7 @@ def _call(schedule, due, secret, call_function):
     return None if outcome.ok else outcome.error
 
 
-def run_now(schedule, secret, call_function=None):
+def run_now(schedule, secret):
     """`flask --app app schedules run NAME`: a run now, recorded as the others: (status, error)."""
     now = time.time()
     due = int(now)
@@ -215,16 +213,16 @@ def run_now(schedule, secret, call_function=None):
         run_id = connection.execute(
             sa.select(RUNS.c.id).where(RUNS.c.schedule == schedule.name, RUNS.c.due_at == due)
         ).scalar_one()
-    return run(schedule, run_id, due, secret, call_function)
+    return run(schedule, run_id, due, secret)
 
 
-def start_run(schedule, run_id, due, secret, call_function, app):
+def start_run(schedule, run_id, due, secret, app):
     """Run it in a thread of its own, in the app's context: a long run holds back no other schedule,
     and the clock keeps being looked at (the next due time finds it going and is skipped)."""
 
     def body():
         with app.app_context():
-            run(schedule, run_id, due, secret, call_function)
+            run(schedule, run_id, due, secret)
 
     thread = threading.Thread(target=body, name=f"schedule {schedule.name}", daemon=True)
     thread.start()

@@ -13,7 +13,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from config import ConfigError
 from live import capture
 from tables_toml import webhooks as settings
-from webhooks import outbox, schedules, sending
+from webhooks import functions, outbox, schedules
 
 log = logging.getLogger("minibase")
 
@@ -46,7 +46,6 @@ class Background:
     def __init__(self, app, clock=time.time):
         self.app = app
         self.clock = clock
-        self.call_function = app.extensions["minibase"].call_function
         self.instance = outbox.instance_name()
         self.stopping = threading.Event()
         self.threads = []
@@ -84,7 +83,10 @@ class Background:
         """One hook's loop: make its table's triggers, then take changes in and send them in order."""
         poll = self.app.config.get("WEBHOOK_POLL_SECONDS", 0.5)
         retry = retry_delay(self.app.config.get("WEBHOOK_RETRY_SECONDS", 1.0))
-        queue, installed = outbox.Queue(hook, self.instance), False
+        lasts = hook.target.timeout
+        if hook.target.function is not None:
+            lasts = functions.timeout(hook.target.function, self.app.config.get("FUNCTIONS_TIMEOUT", 150.0))
+        queue, installed = outbox.Queue(hook, self.instance, lasts), False
         while not self.stopping.is_set():
             try:
                 if queue.since is None:  # before the triggers: every change they capture is after it
@@ -115,7 +117,7 @@ class Background:
         later ones wait for it: order) or when one more POST could outlast the lease."""
         sent = []
         for delivery in claimed:
-            if sent and (self.stopping.is_set() or time.time() + hook.target.timeout > lease - 1):
+            if sent and (self.stopping.is_set() or time.time() + queue.lasts > lease - 1):
                 break
             started = time.time()
             outcome = self._send(hook, delivery)
@@ -132,15 +134,8 @@ class Background:
 
     def _send(self, hook, delivery):
         if hook.target.function is not None:
-            return self._call_function(hook, delivery)
+            return functions.call(hook.target.function, json.loads(delivery.payload))
         return outbox.send(hook, delivery, self._secret(hook.target))
-
-    def _call_function(self, hook, delivery):
-        if self.call_function is None:
-            return sending.Outcome(None, f"function {hook.target.function!r}: functions are not available", 0)
-        started = time.monotonic()
-        error = self.call_function(hook.target.function, json.loads(delivery.payload), hook.target.timeout)
-        return sending.Outcome(None if error else 200, error, round((time.monotonic() - started) * 1000))
 
     def keep_time(self):
         """The schedules' loop: claim and start what is due, each tick; trim the history now and then."""
@@ -154,9 +149,7 @@ class Background:
             try:
                 now = self.clock()
                 for schedule, run_id, due in scheduler.tick(now):
-                    schedules.start_run(
-                        schedule, run_id, due, self._secret(schedule.target), self.call_function, self.app
-                    )
+                    schedules.start_run(schedule, run_id, due, self._secret(schedule.target), self.app)
                 if time.monotonic() - trimmed > TRIM_SECONDS:
                     trimmed = time.monotonic()
                     outbox.trim(keep, now)

@@ -1,0 +1,97 @@
+"""`function = "NAME"` targets: a webhook's change and a schedule's due time reach a real function
+(runner worker processes) as the service, with the payload as its JSON body; a function that fails
+makes a failed attempt (retried) or a failed run, with its status recorded."""
+
+import json
+
+import sqlalchemy as sa
+
+from support import eventually
+from webhooks import outbox, schedules, worker
+
+RECORDER = """
+import json, os
+
+def handler(request, caller):
+    with open(os.environ["RECORD_TO"], "a") as file:
+        file.write(json.dumps({"body": request.json(), "role": caller.role}) + "\\n")
+    return {"ok": True}
+"""
+FAILING = """
+def handler(request, caller):
+    raise RuntimeError("no")
+"""
+
+
+def test_a_webhook_and_a_schedule_call_functions_as_the_service(
+    make_app, database_url, tmp_path, monkeypatch
+):
+    record = tmp_path / "calls.jsonl"
+    monkeypatch.setenv("RECORD_TO", str(record))
+    functions = tmp_path / "functions"
+    functions.mkdir()
+    (functions / "recorder.py").write_text(RECORDER)
+    (functions / "failing.py").write_text(FAILING)
+    engine = sa.create_engine(database_url)
+    with engine.begin() as connection:
+        connection.exec_driver_sql("CREATE TABLE orders (id INTEGER PRIMARY KEY, item VARCHAR(20))")
+    config = tmp_path / "tables.toml"
+    config.write_text(
+        '[webhooks.to_function]\ntable = "orders"\nfunction = "recorder"\n\n'
+        '[webhooks.to_failing]\ntable = "orders"\nfunction = "failing"\n\n'
+        '[schedules.nightly]\ncron = "@daily"\nfunction = "recorder"\n\n'
+        '[schedules.broken]\ncron = "@daily"\nfunction = "failing"\n'
+    )
+    app = make_app(
+        TABLES_CONFIG=str(config),
+        FUNCTIONS_DIR=str(functions),
+        WEBHOOK_POLL_SECONDS=0.05,
+        WEBHOOK_RETRY_SECONDS=0.1,
+    )
+    background = worker.Background(app).start()
+    try:
+        with app.app_context():
+            eventually(lambda: outbox.listing() is not None and _seen(app) == 2, 30)
+        with engine.begin() as connection:
+            connection.exec_driver_sql("INSERT INTO orders (id, item) VALUES (1, 'pen')")
+
+        def recorded():
+            with app.app_context():
+                assert (
+                    not outbox.listing("to_function")
+                    or outbox.listing("to_function")[0]["status"] != "failed"
+                )
+            return record.exists() and record.read_text().splitlines()
+
+        lines = eventually(recorded, 60)
+        assert json.loads(lines[0]) == {
+            "body": {"type": "INSERT", "table": "orders", "schema": "public",
+                     "record": {"id": 1, "item": "pen"}, "old_record": None},
+            "role": "service_role",
+        }  # fmt: skip
+
+        def failing():
+            with app.app_context():
+                return outbox.listing("to_failing")
+
+        tried = eventually(lambda: failing() and len(failing()[0]["attempts"]) >= 2 and failing(), 60)
+        assert tried[0]["status"] == "pending" and tried[0]["attempts"][0]["status"] == 500
+        assert tried[0]["last_error"].startswith("function failing answered 500")
+    finally:
+        background.stop()
+    runner = app.test_cli_runner()
+    assert "nightly: succeeded" in runner.invoke(args=["schedules", "run", "nightly"]).output
+    body = json.loads(record.read_text().splitlines()[-1])["body"]
+    assert body["schedule"] == "nightly" and body["scheduled_at"].endswith("Z")
+    broken = runner.invoke(args=["schedules", "run", "broken"])
+    assert broken.exit_code == 1 and "function failing answered 500" in broken.output
+    with app.app_context():
+        assert schedules.history("broken")[0]["status"] == "failed"
+    engine.dispose()
+
+
+def _seen(app):
+    with outbox.db.engine.connect() as connection:
+        return connection.execute(
+            sa.select(sa.func.count()).select_from(outbox.CALLOUTS).where(outbox.CALLOUTS.c.kind == "webhook")
+        ).scalar()
