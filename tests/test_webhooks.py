@@ -215,7 +215,7 @@ def test_a_dead_and_a_silent_target_hold_back_no_other_hook(started, receiver):
     assert eventually(lambda: _triggers(app))
     for n in range(5):
         sql(app, f"INSERT INTO orders (item) VALUES ('i{n}')")
-    assert eventually(lambda: len(receiver.accepted()) == 5, 30)
+    assert eventually(lambda: len(receiver.accepted()) == 5, 60)
     silent.close()
 
     def dead():
