@@ -46,6 +46,7 @@ EXPOSED_HEADERS = [
     "Upload-Length",
     "Upload-Metadata",
     "Upload-Offset",
+    "X-Request-Id",  # what a browser app reports with an error, to find its log lines
     "X-Supabase-Api-Version",
     "X-Total-Count",
 ]

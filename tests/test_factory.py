@@ -198,6 +198,7 @@ def test_cors_preflight_needs_no_key_and_exposes_content_range(app):
     assert preflight.headers["Access-Control-Allow-Origin"] == "*"
     response = client.get("/health", headers={"Origin": "https://app.example"})
     assert "Content-Range" in response.headers["Access-Control-Expose-Headers"]
+    assert "X-Request-Id" in response.headers["Access-Control-Expose-Headers"]  # a browser app may read it
     assert response.headers["Access-Control-Allow-Origin"] == "*"
 
 
