@@ -842,3 +842,32 @@ def test_supabase_js_reauthenticates_a_password_change(make_mailing_app, anon_ke
             assert signed_in["error"] is None
     finally:
         stop()
+
+
+def test_mails_sent_and_failed_are_counted(make_mailing_app, anon_key, service_key, smtp):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    def counted(app):
+        text = app.test_client().get("/metrics", headers={"apikey": service_key}).get_data(as_text=True)
+        return {
+            sample.name: sample.value
+            for family in text_string_to_metric_families(text)
+            for sample in family.samples
+            if sample.name in ("minibase_mails_sent_total", "minibase_mails_failed_total")
+        }
+
+    app = make_mailing_app(METRICS=True, MAILER_AUTOCONFIRM=False)
+    api = Api(app, anon_key)
+    before = counted(app)
+    api.sign_up()  # a confirmation mail
+    assert api.post("/auth/v1/recover", json={"email": "ann@example.com"}).status_code == 200
+    closed = make_mailing_app(METRICS=True, MAILER_AUTOCONFIRM=False, SMTP_PORT=free_port())
+    credentials = {"email": "bo@example.com", "password": "pw-123456"}
+    signup = Api(closed, anon_key).post("/auth/v1/signup", json=credentials)
+    assert signup.status_code == 503  # the confirmation could not be sent
+    after = counted(app)
+    assert after["minibase_mails_sent_total"] - before.get("minibase_mails_sent_total", 0) == len(
+        smtp.messages
+    )
+    assert len(smtp.messages) == 2
+    assert after["minibase_mails_failed_total"] - before.get("minibase_mails_failed_total", 0) == 1
