@@ -82,3 +82,24 @@ def test_a_webhook_table_is_captured_into_the_outbox_without_realtime(make_app, 
     assert ours(app) == names("orders", capture.WEBHOOK_PREFIX)
     # prune keeps what the file's webhooks name
     assert app.test_cli_runner().invoke(args=["realtime", "prune"]).output.endswith("0 trigger(s) dropped\n")
+
+
+def test_a_table_with_realtime_and_a_webhook_logs_each_change_into_both(make_app, database_url, tmp_path):
+    """Two sets of triggers on one table (MariaDB and MySQL allow several per event since 10.2/5.7)."""
+    make_tables(database_url, "posts")
+    config = tmp_path / "tables.toml"
+    config.write_text(
+        REALTIME.format(name="posts") + '\n[webhooks.w]\ntable = "posts"\nurl = "http://127.0.0.1:9/"\n'
+        'secret = "whsec_d3d3d3d3d3d3d3d3d3d3d3d3d3d3d3d3d3d3d3d3d3c="\n'
+    )
+    app = make_app(TABLES_CONFIG=str(config))
+    with app.app_context():
+        assert capture.install() == {"posts": None}
+        assert capture.install(["posts"]) == {"posts": None}
+        db.session.execute(sa.text("INSERT INTO posts (body) VALUES ('a')"))
+        db.session.execute(sa.text("UPDATE posts SET body = 'b'"))
+        db.session.commit()
+        for log in ("minibase_realtime_changes", "minibase_webhook_events"):
+            found = db.session.execute(sa.text(f"SELECT operation FROM {log} ORDER BY id")).scalars().all()
+            assert found == ["INSERT", "UPDATE"], log
+    assert ours(app) == names("posts") | names("posts", capture.WEBHOOK_PREFIX)

@@ -5,6 +5,7 @@ its error and runs again next time; a run missed while nothing was up happens on
 target gets a signed body; `flask --app app schedules run NAME` runs one now. On both databases."""
 
 import threading
+import time
 from datetime import UTC, datetime
 
 import pytest
@@ -179,10 +180,18 @@ def test_a_url_target_gets_a_signed_body_and_a_500_is_a_failed_run(make_app, dat
 def test_the_command_runs_a_schedule_now(make_app, database_url, tmp_path):
     make_ticks(database_url)
     app = app_with(make_app, database_url, tmp_path, EVERY_MINUTE)
-    result = app.test_cli_runner().invoke(args=["schedules", "run", "tick"])
-    assert result.exit_code == 0, result.output
-    assert "tick: succeeded" in result.output and ticks(app) == 1
-    assert runs(app, "tick")[0]["status"] == "succeeded"
+    for _ in range(3):  # three runs by hand in about one second: each recorded
+        result = app.test_cli_runner().invoke(args=["schedules", "run", "tick"])
+        assert result.exit_code == 0, result.output
+        assert "tick: succeeded" in result.output
+    assert ticks(app) == 3
+    assert [(run["status"], run["by_hand"]) for run in runs(app, "tick")] == [("succeeded", True)] * 3
+    # a run by hand at a due time's very second leaves that due time's own run to happen
+    scheduler = schedules.Scheduler(app.extensions["minibase"].tables_toml.schedules, SECRET, "one")
+    now = time.time()
+    with app.app_context():
+        outbox.first_seen("schedule", "tick", 0)
+        assert len(scheduler.tick(now - now % 60 + 0.5)) == 1
     missing = app.test_cli_runner().invoke(args=["schedules", "run", "nope"])
     assert missing.exit_code != 0 and "no schedule named 'nope'" in missing.output
 
@@ -198,6 +207,7 @@ def test_the_admin_api_lists_the_runs(make_app, database_url, tmp_path, service_
         "id",
         "schedule",
         "scheduled_at",
+        "by_hand",
         "status",
         "started_at",
         "ended_at",

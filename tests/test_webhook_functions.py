@@ -63,7 +63,7 @@ def test_a_webhook_and_a_schedule_call_functions_as_the_service(
                 )
             return record.exists() and record.read_text().splitlines()
 
-        lines = eventually(recorded, 60)
+        lines = eventually(recorded, 120)
         assert json.loads(lines[0]) == {
             "body": {"type": "INSERT", "table": "orders", "schema": "public",
                      "record": {"id": 1, "item": "pen"}, "old_record": None},

@@ -27,6 +27,7 @@ log = logging.getLogger("minibase")
 RUNS = ScheduleRun.__table__
 LOST_AFTER = 60.0  # seconds past a schedule's timeout before a run still `running` is taken as lost
 ERROR_CHARS = 1000
+MANUAL_TRIES = 60  # runs by hand of one schedule recorded in one second
 
 
 def register(app, name, cron, call, timeout=settings.DEFAULT_RUN_TIMEOUT):
@@ -62,7 +63,7 @@ def _epoch(moment):
 
 
 def _iso(epoch):
-    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return datetime.fromtimestamp(abs(epoch), UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 class Scheduler:
@@ -197,19 +198,24 @@ def _call(schedule, due, secret):
 
 
 def run_now(schedule, secret):
-    """`flask --app app schedules run NAME`: a run now, recorded as the others: (status, error)."""
+    """`flask --app app schedules run NAME`: a run now, recorded as the others: (status, error). Its
+    due_at is the time asked, negated: a run by hand never takes the key of a due time, so the cron's
+    own run of that second still happens (a second run by hand in one second takes the one before)."""
     now = time.time()
-    due = int(now)
+    due = -int(now)
     with db.engine.begin() as connection:
-        made = connection.execute(
-            outbox.insert_ignoring_duplicates(
-                RUNS,
-                [{"schedule": schedule.name, "due_at": due, "status": "running", "started_at": now,
-                  "instance": outbox.INSTANCE}],
-            )
-        ).rowcount  # fmt: skip
-        if made != 1:
-            return "skipped", "a run of this schedule is recorded for this very second"
+        for due in range(-int(now), -int(now) - MANUAL_TRIES, -1):
+            made = connection.execute(
+                outbox.insert_ignoring_duplicates(
+                    RUNS,
+                    [{"schedule": schedule.name, "due_at": due, "status": "running", "started_at": now,
+                      "instance": outbox.INSTANCE}],
+                )
+            ).rowcount  # fmt: skip
+            if made == 1:
+                break
+        else:
+            return "skipped", "too many runs of this schedule by hand at once"
         run_id = connection.execute(
             sa.select(RUNS.c.id).where(RUNS.c.schedule == schedule.name, RUNS.c.due_at == due)
         ).scalar_one()
@@ -245,6 +251,7 @@ def history(schedule=None, limit=50, before=None, status=None):
             "id": row.id,
             "schedule": row.schedule,
             "scheduled_at": _iso(row.due_at),
+            "by_hand": row.due_at < 0,
             "status": row.status,
             "started_at": outbox._iso(row.started_at),
             "ended_at": outbox._iso(row.ended_at),
