@@ -16,6 +16,7 @@ from dashboard import health as checks
 from database import transactions
 from errors import APIError, Auth
 from extensions import client_ip, db
+from webhooks import outbox
 
 bp = Blueprint("health", __name__)
 log = logging.getLogger("minibase")
@@ -54,8 +55,18 @@ def exposition():
     if not config["METRICS"]:
         raise APIError(404, Auth.NOT_FOUND, "Not found: /metrics (METRICS is off)", api="auth")
     allowed(config)
+    measure_backlog()
     body, content_type = metrics.exposition()
     return body, 200, {"Content-Type": content_type, "Cache-Control": "no-store"}
+
+
+def measure_backlog():
+    """The webhook backlog, counted in the database when the metrics are read: one COUNT a scrape,
+    every instance's deliveries, rather than one a worker's turn."""
+    try:
+        metrics.WEBHOOK_BACKLOG.set(outbox.backlog())
+    except SQLAlchemyError as exc:  # the database's failure is /ready's to say; the rest still reads
+        log.warning("metrics: the webhook backlog could not be counted (%s)", exc.__class__.__name__)
 
 
 def allowed(config):

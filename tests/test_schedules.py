@@ -241,3 +241,31 @@ def test_the_shorthands_are_five_fields():
     assert parsed["hourly"].cron == "0 * * * *" and parsed["weekly"].cron == "0 0 * * 0"
     moment = datetime(2026, 11, 29, 12, 30, tzinfo=UTC)
     assert schedules.due_before(parsed["daily"], moment) == datetime(2026, 11, 29, tzinfo=UTC)
+
+
+def test_runs_are_counted_by_outcome_in_the_metrics(make_app, database_url, tmp_path, service_key):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    config = tmp_path / "tables.toml"
+    config.write_text(EVERY_MINUTE)
+    app = make_app(TABLES_CONFIG=str(config), WEBHOOK_SECRET=SECRET, METRICS=True)
+
+    def counted():
+        text = app.test_client().get("/metrics", headers={"apikey": service_key}).get_data(as_text=True)
+        return {
+            sample.labels["outcome"]: sample.value
+            for family in text_string_to_metric_families(text)
+            for sample in family.samples
+            if sample.name == "minibase_schedule_runs_total"
+        }
+
+    before = counted()
+    scheduler = schedules.Scheduler(app.extensions["minibase"].tables_toml.schedules, SECRET, "one")
+    look(app, scheduler, NOON)
+    look(app, scheduler, NOON + 60)  # no table ticks yet: failed
+    make_ticks(database_url)
+    look(app, scheduler, NOON + 120)
+    look(app, scheduler, NOON + 180)
+    after = counted()
+    assert after.get("failed", 0) - before.get("failed", 0) == 1
+    assert after.get("succeeded", 0) - before.get("succeeded", 0) == 2

@@ -406,3 +406,32 @@ def test_a_url_target_needs_a_secret_and_no_service_table_is_hooked(make_app, tm
     )
     with pytest.raises(ConfigError, match="service's own tables"):
         make_app(TABLES_CONFIG=str(own))
+
+
+def test_deliveries_failures_and_the_backlog_are_in_the_metrics(started, receiver, service_key):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    answers = iter([500, 500])
+    receiver.answer = lambda call: next(answers, 200)
+    app = started({"h": hook_to(receiver.url)}, METRICS=True)
+    client = app.test_client()
+
+    def counted():
+        text = client.get("/metrics", headers={"apikey": service_key}).get_data(as_text=True)
+        return {
+            sample.name: sample.value
+            for family in text_string_to_metric_families(text)
+            for sample in family.samples
+            if sample.name.startswith("minibase_webhook_")
+        }
+
+    assert eventually(lambda: _triggers(app))
+    before = counted()
+    assert before["minibase_webhook_backlog"] == 0
+    sql(app, "INSERT INTO orders (item) VALUES ('a')")
+    sql(app, "INSERT INTO orders (item) VALUES ('b')")
+    assert eventually(lambda: len(receiver.accepted()) == 2)
+    after = eventually(lambda: (now := counted())["minibase_webhook_deliveries_total"] - before.get(
+        "minibase_webhook_deliveries_total", 0) == 2 and now)  # fmt: skip
+    assert after["minibase_webhook_failures_total"] - before.get("minibase_webhook_failures_total", 0) == 2
+    assert after["minibase_webhook_backlog"] == 0

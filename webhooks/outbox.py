@@ -277,6 +277,13 @@ def resend(delivery_id, now):
         )
 
 
+def backlog():
+    """Deliveries of every hook waiting to be made (metrics.WEBHOOK_BACKLOG, read when asked)."""
+    with db.engine.connect() as connection:
+        query = sa.select(sa.func.count()).select_from(DELIVERIES).where(DELIVERIES.c.status == "pending")
+        return connection.execute(query).scalar()
+
+
 def exists(delivery_id):
     with db.engine.connect() as connection:
         found = connection.execute(sa.select(DELIVERIES.c.id).where(DELIVERIES.c.id == delivery_id)).first()

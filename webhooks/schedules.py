@@ -16,6 +16,7 @@ import cronsim
 import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError
 
+import metrics
 from config import ConfigError
 from extensions import db
 from models import ScheduleRun
@@ -155,6 +156,7 @@ def run(schedule, run_id, due, secret):
         log.warning("schedules: %s at %s failed: %s", schedule.name, _iso(due), outbox._first(exc))
         error = outbox._first(exc)
     status = "failed" if error else "succeeded"
+    metrics.SCHEDULE_RUNS.labels(status).inc()
     try:
         with db.engine.begin() as connection:
             connection.execute(

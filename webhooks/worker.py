@@ -10,6 +10,7 @@ import time
 
 from sqlalchemy.exc import DBAPIError, OperationalError
 
+import metrics
 from config import ConfigError
 from live import capture
 from tables_toml import webhooks as settings
@@ -126,6 +127,7 @@ class Background:
                 break
         statuses = queue.record(sent, claimed[len(sent) :], retry)
         for (delivery, outcome, _), status in zip(sent, statuses, strict=True):
+            (metrics.WEBHOOK_DELIVERIES if outcome.ok else metrics.WEBHOOK_FAILURES).inc()
             if status == "failed":
                 log.warning(
                     "webhooks: %s gave up on event %s after %d attempts: %s",
