@@ -13,6 +13,7 @@ import config
 import metrics
 import tables_toml
 from auth import mail, signing_keys, tokens
+from backups import make
 from blueprints import gateway, responses
 from blueprints.request import Request
 from database import connections, migration_lock, transactions
@@ -23,10 +24,12 @@ from rest import policies, reflection
 from runner import service
 from runtime import cli, traces
 from storage import buckets
-from webhooks import worker
+from tables_toml.webhooks import MAX_TIMEOUT
+from webhooks import schedules, worker
 
 MIGRATIONS = config.ROOT / "migrations"
 PROBES = ("/live", "/ready", "/metrics")  # answered while the database is not ready
+BACKUP_SCHEDULE = "backup"  # the name BACKUP_SCHEDULE's runs have among the schedules
 RETRY_SECONDS = 1.0  # between two attempts to migrate while the database is down
 log = logging.getLogger("minibase")
 # Response headers a browser app may read (the SDKs read all of these).
@@ -142,6 +145,7 @@ def create_app(test_config=None):
     responses.register(app)
     cli.register(app)
     worker.init_app(app)
+    schedule_backups(app)
 
     connections.init_app(app)
     with app.app_context():
@@ -173,6 +177,16 @@ def function_environment(app):
         "SUPABASE_SERVICE_ROLE_KEY": tokens.api_key("service_role", secret),
         "SUPABASE_DB_URL": app.config["DATABASE_URL"],
     }
+
+
+def schedule_backups(app):
+    """BACKUP_SCHEDULE: an internal schedule that makes and prunes archives, once across instances."""
+    if app.config["BACKUP_SCHEDULE"]:
+        try:
+            schedules.register(app, BACKUP_SCHEDULE, app.config["BACKUP_SCHEDULE"], make.scheduled,
+                               timeout=MAX_TIMEOUT)  # fmt: skip
+        except ValueError as exc:
+            raise config.ConfigError(f"BACKUP_SCHEDULE: {exc}") from None
 
 
 def only_with_origin(app):

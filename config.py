@@ -256,6 +256,7 @@ VARIABLES = {
     # Backups (docs/operations.md): where archives go, and how many are kept there.
     "BACKUP_TO": ("instance/backups", _text),
     "BACKUP_KEEP": ("7", _integer),
+    "BACKUP_SCHEDULE": (None, _text),  # a cron line: backups made by the schedules (webhooks/schedules.py)
     # Functions (docs/functions.md): Python modules run in worker processes under limits.
     "FUNCTIONS": ("on", _boolean),
     "FUNCTIONS_DIR": ("functions", _text),

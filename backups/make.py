@@ -22,6 +22,7 @@ from pathlib import Path
 from backups import archive, mysql, places, sqlite
 from backups.archive import BackupError
 from config import setting
+from errors import APIError
 from extensions import db
 from storage import files
 
@@ -154,6 +155,17 @@ def create(where=None):
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return Made(name, str(place), size, manifest["objects"], attempt, manifest)
+
+
+def scheduled():
+    """A run of BACKUP_SCHEDULE: an archive to BACKUP_TO, then the oldest past BACKUP_KEEP removed.
+    A failure raises, and the schedule records the run failed with what went wrong."""
+    try:
+        made = create()
+        prune()
+    except APIError as exc:  # the storage's 503: its message, not its status
+        raise BackupError(exc.message) from None
+    log.info("backup: %s made at %s (%d bytes, %d objects)", made.name, made.place, made.size, made.objects)
 
 
 def listing(where=None):

@@ -587,3 +587,20 @@ def test_a_backup_under_write_load_restores_with_no_row_without_bytes(
     answer = restore_into(service, make_app, other_database_url, tmp_path / "restored", path)
     assert answer.exit_code == 0, answer.output
     assert assert_consistent(other_database_url, tmp_path / "restored") == archived.objects > 3
+
+
+def test_backup_schedule_makes_and_prunes_through_the_schedules(make_app, tmp_path):
+    """BACKUP_SCHEDULE is a schedule named `backup`: each run makes an archive and keeps BACKUP_KEEP;
+    a line that is not cron stops the start."""
+    import config
+
+    where = tmp_path / "archives"
+    app = make_app(BACKUP_SCHEDULE="0 3 * * *", BACKUP_TO=str(where), BACKUP_KEEP=1)
+    listed = app.test_cli_runner().invoke(args=["schedules", "list"])
+    assert "backup  0 3 * * *" in listed.output
+    for _ in range(2):
+        answer = app.test_cli_runner().invoke(args=["schedules", "run", "backup"])
+        assert answer.exit_code == 0 and "backup: succeeded" in answer.output, answer.output
+    assert len(list(where.glob("minibase-*.zip"))) == 1  # the first pruned by the second run
+    with pytest.raises(config.ConfigError, match="BACKUP_SCHEDULE"):
+        make_app(BACKUP_SCHEDULE="at three")
