@@ -14,8 +14,11 @@ from database import transactions
 @bp.get("/backups")
 def backups_page():
     archives, error = backups.archives()
-    return page("backups.html", archives=archives, error=error, run=backups.current(),
-                where=current_app.config["BACKUP_TO"])  # fmt: skip
+    config = current_app.config
+    return page(
+        "backups.html", archives=archives, error=error, run=backups.current(),
+        where=config["BACKUP_TO"], schedule=config["BACKUP_SCHEDULE"], keep=config["BACKUP_KEEP"],
+    )  # fmt: skip
 
 
 @bp.post("/backups")

@@ -35,6 +35,9 @@ def made(server, before, seconds=60):
 def test_make_list_and_download_a_backup(server, admin_page):
     admin_page.get_by_role("link", name="Backups").click()
     admin_page.get_by_role("heading", name="Backups").wait_for()
+    expect(
+        admin_page.get_by_text("Not scheduled (BACKUP_SCHEDULE is not set); the newest 7 are kept")
+    ).to_be_visible()
     before = archives(server)
     admin_page.get_by_role("button", name="Make a backup").click()
     expect(admin_page.get_by_role("status").first).to_have_text("A backup is being made.")
