@@ -604,3 +604,35 @@ def test_backup_schedule_makes_and_prunes_through_the_schedules(make_app, tmp_pa
     assert len(list(where.glob("minibase-*.zip"))) == 1  # the first pruned by the second run
     with pytest.raises(config.ConfigError, match="BACKUP_SCHEDULE"):
         make_app(BACKUP_SCHEDULE="at three")
+
+
+def test_a_database_that_fails_to_restore_leaves_nothing(
+    service, make_app, other_database_url, backend, tmp_path
+):
+    """An archive whose checksums are right but whose database the target refuses part-way (a row for
+    a table that is not there; a SQLite file that is not a database): the rows made are gone, the
+    tables too, and the bytes placed before are removed."""
+    path = create(service, tmp_path / "archives")
+    with zipfile.ZipFile(path) as opened:
+        members = {name: opened.read(name) for name in opened.namelist()}
+    manifest = json.loads(members["manifest.json"])
+    member = archive.DATABASE_MEMBERS[backend]
+    if backend == "mysql":
+        bad = {"kind": "rows", "name": "nope", "sql": "INSERT INTO nope VALUES (1)"}
+        members[member] += (json.dumps(bad) + "\n").encode()
+    else:
+        members[member] = b"not a database" * 100
+    manifest["files"][member] = {
+        "size": len(members[member]),
+        "sha256": hashlib.sha256(members[member]).hexdigest(),
+    }
+    members["manifest.json"] = json.dumps(manifest).encode()
+    with zipfile.ZipFile(path, "w") as rewritten:
+        for name, data in members.items():
+            rewritten.writestr(name, data)
+    answer = restore_into(service, make_app, other_database_url, tmp_path / "restored", path, migrated=True)
+    assert answer.exit_code != 0 and "Traceback" not in answer.output, answer.output
+    assert "the database failed" in answer.output or "not a database" in answer.output, answer.output
+    left = rows(other_database_url)
+    assert not left.get("users") and not left.get("notes") and not left.get("minibase_storage_objects")
+    assert stored_files(tmp_path / "restored") == {}
