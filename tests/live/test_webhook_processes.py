@@ -34,6 +34,23 @@ def write(url, *items):
     engine.dispose()
 
 
+def hook_ready(url):
+    """Whether the instance's hook thread has made the triggers of `orders` (changes before are
+    not the hook's)."""
+    engine = sa.create_engine(url)
+    with engine.connect() as connection:
+        if url.startswith("sqlite"):
+            query = "SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'minibase_wh_%'"
+        else:
+            query = (
+                "SELECT count(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE() "
+                "AND TRIGGER_NAME LIKE 'minibase\\_wh\\_%%'"
+            )
+        made = connection.exec_driver_sql(query).scalar() == 3
+    engine.dispose()
+    return made
+
+
 def hook(url, timeout=2):
     return f'[webhooks.out]\ntable = "orders"\nurl = "{url}"\nsecret = "{SECRET}"\ntimeout = {timeout}\n'
 
@@ -65,6 +82,7 @@ def test_an_instance_killed_mid_delivery_leaves_the_change_to_the_next_start(
     receiver.answer = answer
     try:
         first = start_server(hook(receiver.url), prelude=SHORT_LEASE, **FAST)
+        eventually(lambda: hook_ready(database_url), 30)
         write(database_url, "a", "b", "c", "d", "e")
         assert eventually(lambda: posting["c"], 20)
         first.process.send_signal(signal.SIGKILL)
@@ -83,6 +101,7 @@ def test_a_receiver_down_and_back_gets_everything_in_order(start_server, databas
     port = free_port()
     url = f"http://127.0.0.1:{port}/hook"
     start_server(hook(url), **FAST)
+    eventually(lambda: hook_ready(database_url), 30)
     write(database_url, *[f"i{n}" for n in range(10)])
     time.sleep(8)  # every attempt meanwhile is refused
     receiver = Receiver(port=port)
