@@ -49,7 +49,7 @@ class Minibase:
     """What the service keeps per app beside Flask's config; create_app makes it."""
 
     tables_toml: TablesToml  # tables.toml, read and checked once at start (create_app)
-    dummy_hash: str | None = None  # checked when a sign-in names no user (accounts.unknown_user_hash)
+    dummy_hash: str | None = None  # checked when a sign-in names no user (signins.unknown_user_hash)
     dummy_cost: int | None = None  # its cost: the one stored hashes usually have
     users: sa.Table | None = None  # the users table, reflected on first use (models.users_table)
     # the users table, and auth.identity.prepared_session_user's statements over it

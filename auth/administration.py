@@ -5,7 +5,8 @@ from sqlalchemy import delete, func, select, true
 from sqlalchemy.exc import IntegrityError
 
 from auth import audit, sessions, tokens
-from auth.accounts import change_user, create_user, forget, locked_profile_value, merged, set_active
+from auth.accounts import change_user, forget, locked_profile_value, merged, set_active
+from auth.signups import create_user
 from auth.users import factors_of, identities_of, load_user, timestamp, user_object, user_query
 from database.transactions import transactional
 from errors import APIError, Auth, user_not_found

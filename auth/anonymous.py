@@ -19,7 +19,7 @@ from limits import parse as parse_limit
 from sqlalchemy import delete, exists, select
 from sqlalchemy.exc import IntegrityError
 
-from auth import accounts, audit, sessions, tokens
+from auth import accounts, audit, sessions, signups, tokens
 from auth.passwords import unusable_hash
 from auth.users import ANONYMOUS_DOMAIN, is_anonymous
 from config import setting
@@ -58,7 +58,7 @@ def sign_up(data):
     """POST /signup with neither email, phone nor password: a new anonymous user and its session."""
     if setting("DISABLE_SIGNUP"):
         raise APIError(422, Auth.SIGNUP_DISABLED, "Signups not allowed for this instance")
-    user_id = accounts.create_user(placeholder_email(), None, data, hashed=unusable_hash(), provider=METHOD)
+    user_id = signups.create_user(placeholder_email(), None, data, hashed=unusable_hash(), provider=METHOD)
     audit.record("anonymous_sign_up", audit.user_target(user_id), actor="anonymous", actor_id=user_id)
     return sessions.start(user_id, METHOD)
 

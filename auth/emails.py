@@ -5,7 +5,7 @@ Tokens are stored only as keyed hashes (HMAC with JWT_SECRET), so nothing in the
 replayed; a new token for the same user and purpose replaces the old; a code dies after
 MAX_WRONG_GUESSES; a bad, used or expired token is always the same 403 otp_expired. Mail is written
 to the outbox in the transaction that makes its token and sent after it commits (outbox.py): if it
-cannot be sent, the token is voided and a user made for it taken back (accounts.create_user)."""
+cannot be sent, the token is voided and a user made for it taken back (signups.create_user)."""
 
 import hmac
 import secrets
@@ -15,7 +15,7 @@ from urllib.parse import quote, urlencode
 
 from sqlalchemy import delete, select, update
 
-from auth import accounts, anonymous, hooks, outbox, pkce, sessions, tokens
+from auth import accounts, anonymous, hooks, outbox, pkce, sessions, signups, tokens
 from auth.redirects import redirect_target
 from auth.users import is_anonymous, is_banned, load_user, user_object
 from config import setting
@@ -189,7 +189,7 @@ def _profile(user_id, **values):
 def _new_user(email, data, password=None, unconfirmed=False):
     """A user for an e-mail flow: with `password`, or one nobody knows (they sign in by link or code,
     or set one after recovery)."""
-    user_id = accounts.create_user(email, password or secrets.token_urlsafe(32), data or {})
+    user_id = signups.create_user(email, password or secrets.token_urlsafe(32), data or {})
     if unconfirmed:
         _profile(user_id, unconfirmed=True)
     return user_id

@@ -15,7 +15,7 @@ from urllib.parse import quote, urlencode
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
-from auth import accounts, anonymous, pkce, providers, sessions, tokens
+from auth import accounts, anonymous, pkce, providers, sessions, signups, tokens
 from auth.emails import with_fragment, with_query
 from auth.passwords import unusable_hash
 from auth.redirects import redirect_target
@@ -311,7 +311,7 @@ def _user_for_address(name, profile):
         raise APIError(422, Auth.SIGNUP_DISABLED, "Signups not allowed for this instance")
     data = {key: profile[key] for key in ("full_name", "avatar_url") if profile.get(key)}
     try:
-        return accounts.create_user(email, None, data, hashed=unusable_hash(), provider=name)
+        return signups.create_user(email, None, data, hashed=unusable_hash(), provider=name)
     except APIError as failure:
         if failure.error_code == Auth.USER_ALREADY_EXISTS:  # no user had the address a moment ago
             raise _Raced() from None

@@ -4,7 +4,19 @@ import functools
 
 from flask import Blueprint, current_app, redirect, request
 
-from auth import accounts, anonymous, emails, external, mfa, passkeys, pkce, providers, sessions
+from auth import (
+    accounts,
+    anonymous,
+    emails,
+    external,
+    mfa,
+    passkeys,
+    pkce,
+    providers,
+    sessions,
+    signins,
+    signups,
+)
 from blueprints.gateway import current_user_identity, require_service_role, requires_user
 from blueprints.responses import session_for_sdks, string_id_for_sdks
 from blueprints.schemas import (
@@ -64,7 +76,7 @@ def signup():
             body["email"], body["password"], body["data"], redirect_to(), challenge(body)
         )
         return string_id_for_sdks(user)
-    return session_for_sdks(accounts.sign_up(body["email"], body["password"], body["data"]))
+    return session_for_sdks(signups.sign_up(body["email"], body["password"], body["data"]))
 
 
 def redirect_to():
@@ -83,7 +95,7 @@ def token():
     grant = request.args.get("grant_type")
     if grant == "password":
         body = load(password_schema)
-        return session_for_sdks(accounts.sign_in(body["email"], body["password"], client_ip()))
+        return session_for_sdks(signins.sign_in(body["email"], body["password"], client_ip()))
     if grant == "refresh_token":
         body = load(refresh_schema)
         return session_for_sdks(sessions.refresh(body["refresh_token"]))

@@ -12,7 +12,7 @@ from datetime import timedelta
 
 from sqlalchemy import delete, select
 
-from auth import accounts, audit, mfa, sessions, tokens
+from auth import accounts, audit, mfa, sessions, signins, tokens
 from auth.identity import Identity
 from auth.users import is_banned, load_user
 from config import setting
@@ -51,7 +51,7 @@ def sign_in(email, password, ip):
     other answer is the auth API's own: a wrong password is counted toward its lockout. A user who
     is no administrator gets the wrong password's answer, and the session their sign-in opened is
     ended at once."""
-    session = accounts.sign_in(email, password, ip)
+    session = signins.sign_in(email, password, ip)
     claims = tokens.decode_access_token(session["access_token"], setting("JWT_KEYS"))
     return transactions.write(_open, email, claims, session["user"])
 
@@ -122,7 +122,7 @@ def verify_code(admin, code, ip):
 
 
 def _count_attempt(admin, ip):
-    failures = accounts.FailedSignIns(admin.email, accounts.find_credentials(admin.email), ip)
+    failures = signins.FailedSignIns(admin.email, accounts.find_credentials(admin.email), ip)
     failures.reserve()
     return failures
 

@@ -10,7 +10,7 @@ from flask import current_app
 from flask.cli import with_appcontext
 
 import config
-from auth import accounts, administration, anonymous, audit, sessions, signing_keys, tokens
+from auth import accounts, administration, anonymous, audit, sessions, signing_keys, signups, tokens
 from backups import make, restore
 from backups.archive import BackupError
 from database import transactions
@@ -80,7 +80,7 @@ def create_user(email, password, username, first_name, last_name):
     """Create an active user."""
     data = {"username": username, "first_name": first_name, "last_name": last_name}
     try:
-        user_id = transactions.write(accounts.create_user, email.strip().lower(), password, data)
+        user_id = transactions.write(signups.create_user, email.strip().lower(), password, data)
     except APIError as exc:
         raise click.ClickException(exc.message) from None
     click.echo(f"created user {user_id}")

@@ -200,7 +200,7 @@ def test_a_hash_no_password_matches_costs_the_bcrypt_work_of_a_wrong_password(
     hold an MD5 digest or nothing): bcrypt refuses such a value at once, so the sign-in checks the
     password against the dummy hash instead, one bcrypt verify like any wrong password, and answers
     exactly what an unknown address gets."""
-    from auth import accounts
+    from auth import accounts, signins
     from auth.passwords import unusable_hash
     from extensions import state
 
@@ -216,8 +216,8 @@ def test_a_hash_no_password_matches_costs_the_bcrypt_work_of_a_wrong_password(
         checked.append(hashed)
         return real(password, hashed)
 
-    real = accounts.verify_password
-    monkeypatch.setattr(accounts, "verify_password", verify)
+    real = signins.verify_password
+    monkeypatch.setattr(signins, "verify_password", verify)
     refused = api.sign_in("made@example.com", value or "secret-pw")
     unknown = api.sign_in("nobody@example.com", "secret-pw")
     assert_auth_error(refused, 400, "invalid_credentials")
