@@ -1,5 +1,6 @@
 """The auth API's e-mail flows: confirmation of a sign-up or an address change, recovery, magic
-links and invitations, each a link token and a 6-digit code sent by mail and verified once.
+links and invitations, each a link token and a 6-digit code sent by mail and verified once
+(verification.py redeems them).
 
 Tokens are stored only as keyed hashes (HMAC with JWT_SECRET), so nothing in the database can be
 replayed; a new token for the same user and purpose replaces the old; a code dies after
@@ -15,17 +16,19 @@ from urllib.parse import quote, urlencode
 
 from sqlalchemy import delete, select, update
 
-from auth import accounts, anonymous, hooks, outbox, pkce, sessions, signups, tokens
+from auth import accounts, anonymous, hooks, outbox, pkce, signups, tokens
 from auth.redirects import redirect_target
-from auth.users import is_anonymous, is_banned, load_user, user_object
+from auth.users import is_anonymous, load_user, user_object
 from config import setting
 from database import transactions
 from database.transactions import CommitAndRaise, transactional
-from errors import APIError, Auth, user_banned, user_inactive, user_not_found, validation_failed
+from errors import APIError, Auth, user_not_found, validation_failed
 from extensions import db, state
-from models import EmailSend, OneTimeToken, Profile, Session, upsert, users_table
+from models import EmailSend, OneTimeToken, Profile, Session, upsert
 
 MAX_WRONG_GUESSES = 5
+
+
 TEMPLATES = {
     "reauthentication": "reauthentication",
     "signup": "confirmation",
@@ -34,19 +37,16 @@ TEMPLATES = {
     "email_change": "email_change",
     "invite": "invite",
 }
-# The purposes a `type` of /verify may redeem: `email` is the code of a magic link or a sign-up.
-VERIFY_TYPES = {
-    "signup": ("signup",),
-    "recovery": ("recovery",),
-    "magiclink": ("magiclink",),
-    "email": ("magiclink", "signup"),
-    "email_change": ("email_change",),
-    "invite": ("invite",),
-}
+
+
 # What admin/generate_link makes. An address change is confirmed once, by either link: the one for
 # the current address or the one for the new address (both redeem as "email_change").
 LINK_TYPES = ("signup", "invite", "magiclink", "recovery", "email_change_current", "email_change_new")
+
+
 EMAIL_CHANGES = ("email_change_current", "email_change_new")
+
+
 # GoTrue's authentication method of each purpose: a PKCE flow's, and its session's `amr`.
 METHODS = {
     "reauthentication": "reauthentication",
@@ -68,19 +68,13 @@ def keyed_hash(text):
     return tokens.keyed_hash(text, setting("JWT_SECRET"))
 
 
-def _code_hash(user_id, purpose, code):
+def code_hash(user_id, purpose, code):
     return keyed_hash(f"code:{user_id}:{purpose}:{code}")
-
-
-# --- links
 
 
 def action_link(token, purpose, redirect_to):
     query = urlencode({"token": token, "type": purpose, "redirect_to": redirect_to}, quote_via=quote)
     return f"{setting('API_EXTERNAL_URL')}/auth/v1/verify?{query}"
-
-
-# --- tokens and sending
 
 
 def issue(user_id, purpose, email):
@@ -96,7 +90,7 @@ def issue(user_id, purpose, email):
             user_id=user_id,
             purpose=purpose,
             token_hash=keyed_hash(f"link:{token}"),
-            code_hash=_code_hash(user_id, purpose, code),
+            code_hash=code_hash(user_id, purpose, code),
             email=email,
             created_at=now,
             expires_at=now + timedelta(seconds=setting("OTP_EXPIRY")),
@@ -182,7 +176,8 @@ def by_hook(purpose, user_id, variables):
     return {"via": "hook", "user": user, "email_data": email_data}
 
 
-def _profile(user_id, **values):
+def set_profile(user_id, **values):
+    """Set `values` on the user's profile row (made if missing)."""
     upsert(Profile.__table__, {"user_id": user_id, **values}, ["user_id"])
 
 
@@ -191,11 +186,8 @@ def _new_user(email, data, password=None, unconfirmed=False):
     or set one after recovery)."""
     user_id = signups.create_user(email, password or secrets.token_urlsafe(32), data or {})
     if unconfirmed:
-        _profile(user_id, unconfirmed=True)
+        set_profile(user_id, unconfirmed=True)
     return user_id
-
-
-# --- the flows
 
 
 @transactional
@@ -203,7 +195,7 @@ def sign_up_unconfirmed(email, password, data, redirect_to, challenge=None):
     """Sign-up with MAILER_AUTOCONFIRM off: the user, no session, and a confirmation mail."""
     throttle(email)
     user_id = _new_user(email, data, password, unconfirmed=True)
-    _profile(user_id, confirmation_sent_at=tokens.utcnow())
+    set_profile(user_id, confirmation_sent_at=tokens.utcnow())
     send("signup", user_id, email, redirect_to, challenge)
     return user_object(load_user(user_id))
 
@@ -226,7 +218,7 @@ def _recover(email, redirect_to, challenge):
     found = accounts.find_credentials(email)
     if found is None or not found.active:
         return False
-    _profile(found.user_id, recovery_sent_at=tokens.utcnow())
+    set_profile(found.user_id, recovery_sent_at=tokens.utcnow())
     send("recovery", found.user_id, email, redirect_to, challenge)
     return True
 
@@ -262,18 +254,15 @@ def resend(kind, email, redirect_to, challenge=None):
     throttle(email)
     if kind == "signup":
         found = accounts.find_credentials(email)
-        if found is not None and _row(found.user_id).unconfirmed:
-            _profile(found.user_id, confirmation_sent_at=tokens.utcnow())
+        if found is not None and token_user(found.user_id).unconfirmed:
+            set_profile(found.user_id, confirmation_sent_at=tokens.utcnow())
             send("signup", found.user_id, email, redirect_to, challenge)
     else:
         user_id = db.session.execute(select(Profile.user_id).where(Profile.new_email == email)).scalar()
         if user_id is not None:
-            _profile(user_id, email_change_sent_at=tokens.utcnow())
+            set_profile(user_id, email_change_sent_at=tokens.utcnow())
             send("email_change", user_id, email, redirect_to, challenge)
     return {}
-
-
-# --- reauthentication: a code that a password change from an old session needs
 
 
 REAUTHENTICATION_AGE = timedelta(hours=24)  # GoTrue's: a session younger than this needs no code
@@ -310,7 +299,7 @@ def check_reauthentication(who, nonce):
     invalid = APIError(422, Auth.REAUTHENTICATION_NOT_VALID, "Nonce has expired or is invalid")
     if found is None or found.expires_at <= tokens.utcnow() or found.wrong_guesses >= MAX_WRONG_GUESSES:
         raise invalid
-    if not hmac.compare_digest(found.code_hash, _code_hash(who.user_id, "reauthentication", nonce)):
+    if not hmac.compare_digest(found.code_hash, code_hash(who.user_id, "reauthentication", nonce)):
         found.wrong_guesses += 1
         raise CommitAndRaise(invalid)  # the guess is counted
     db.session.delete(found)  # single use
@@ -330,7 +319,7 @@ def _record_email_change(user_id, new_email):
     if found is not None and found.user_id != user_id:
         raise accounts.email_exists()
     accounts.check_lengths({"email": new_email})
-    _profile(user_id, new_email=new_email, email_change_sent_at=tokens.utcnow())
+    set_profile(user_id, new_email=new_email, email_change_sent_at=tokens.utcnow())
 
 
 @transactional
@@ -360,127 +349,12 @@ def update_user_confirming_email(who, fields, redirect_to):
     return user_object(load_user(who.user_id))
 
 
-def _row(user_id):
+def token_user(user_id):
+    """The user a token or code was issued for: a 403 otp_expired when they are gone."""
     row = load_user(user_id)
     if row is None:
         raise otp_expired()
     return row
-
-
-@transactional
-def verify(kind, token_hash=None, email=None, code=None):
-    """Redeem a link token (`token_hash`) or an address's code for a session."""
-    user_id, purpose = _redeem(kind, token_hash, email, code)
-    return sessions.start(user_id)
-
-
-@transactional
-def _follow_link(kind, token):
-    """Redeem a mailed link: ("code", an auth code) when the flow it ends is a PKCE one, else
-    ("session", a session)."""
-    user_id, purpose = _redeem(kind, token)
-    flow = pkce.pending(user_id, METHODS[purpose])
-    if flow is not None:
-        return "code", pkce.issue_code(flow, user_id)
-    return "session", sessions.start(user_id)
-
-
-def _redeem(kind, token_hash=None, email=None, code=None):
-    """Use up a link token or a code: (user_id, purpose) of a live one, for an active user."""
-    purposes = VERIFY_TYPES.get(kind)
-    if purposes is None:
-        raise validation_failed(f"type: must be one of {', '.join(VERIFY_TYPES)}")
-    now = tokens.utcnow()
-    if token_hash:
-        found = db.session.execute(
-            select(OneTimeToken)
-            .where(OneTimeToken.token_hash == keyed_hash(f"link:{token_hash}"))
-            .where(OneTimeToken.purpose.in_(purposes))
-            .with_for_update()
-        ).scalar_one_or_none()
-    elif email and code:
-        found = _redeem_code(purposes, email, code)
-    else:
-        raise validation_failed("token_hash, or email and token, are required")
-    if found is None or found.expires_at <= now or found.wrong_guesses >= MAX_WRONG_GUESSES:
-        raise otp_expired()
-    user_id, purpose, address = found.user_id, found.purpose, found.email
-    db.session.delete(found)  # single use
-    row = _row(user_id)
-    if not row.active:
-        raise user_inactive()
-    if is_banned(row.banned_until):
-        raise user_banned()
-    if purpose == "email_change":
-        taken = accounts.find_credentials(address)
-        if taken is not None and taken.user_id != user_id:
-            raise accounts.email_exists()
-        users = users_table()
-        db.session.execute(update(users).where(users.c.user_id == user_id).values(email=address))
-        _profile(user_id, new_email=None)
-    else:  # following any link sent to the address proves it
-        _profile(user_id, unconfirmed=None, confirmed_at=now)
-    return user_id, purpose
-
-
-def _redeem_code(purposes, email, code):
-    """The live token whose code `code` is, for `email`; a wrong code counts against every live
-    token of the address (kept, though the request fails), and one that reaches MAX_WRONG_GUESSES
-    is dead."""
-    candidates = (
-        db.session.execute(
-            select(OneTimeToken)
-            .where(OneTimeToken.email == email, OneTimeToken.purpose.in_(purposes))
-            .with_for_update()
-        )
-        .scalars()
-        .all()
-    )
-    for candidate in candidates:
-        if hmac.compare_digest(candidate.code_hash, _code_hash(candidate.user_id, candidate.purpose, code)):
-            return candidate
-    for candidate in candidates:
-        candidate.wrong_guesses += 1
-    raise CommitAndRaise(otp_expired())
-
-
-def redirect_after_verify(kind, token, redirect_to):
-    """GET /verify (the link in the mail): where to send the browser, with the session, or the
-    error, in the URL's fragment (never in its query, which servers log)."""
-    target = redirect_target(redirect_to)
-    try:
-        outcome, result = _follow_link(kind, token)
-    except APIError as error:
-        fragment = {
-            "error": "access_denied",
-            "error_code": error.error_code,
-            "error_description": error.message,
-        }
-        return f"{target}#{urlencode(fragment, quote_via=quote)}"
-    if outcome == "code":
-        return with_query(target, code=result)
-    return with_fragment(target, result, type=kind)
-
-
-def with_query(url, **values):
-    """`url` with `values` added to its query string (an auth code: harmless without its verifier)."""
-    return f"{url}{'&' if '?' in url else '?'}{urlencode(values)}"
-
-
-def with_fragment(url, session, **values):
-    """`url` with a session in its fragment, where browsers keep it from servers and their logs."""
-    fragment = {
-        "access_token": session["access_token"],
-        "expires_at": session["expires_at"],
-        "expires_in": session["expires_in"],
-        "refresh_token": session["refresh_token"],
-        "token_type": "bearer",
-        **values,
-    }
-    return f"{url}#{urlencode(fragment)}"
-
-
-# --- administration
 
 
 @transactional
@@ -504,7 +378,7 @@ def generate_link(kind, email, password=None, data=None, redirect_to=None, new_e
         raise user_not_found()
     purpose = kind
     if kind == "invite":
-        _profile(user_id, invited_at=tokens.utcnow())
+        set_profile(user_id, invited_at=tokens.utcnow())
     elif kind in EMAIL_CHANGES:
         _record_email_change(user_id, new_email)
         purpose = "email_change"
@@ -527,6 +401,6 @@ def invite(email, data, redirect_to):
         raise accounts.email_exists()
     throttle(email)
     user_id = _new_user(email, data, unconfirmed=True)
-    _profile(user_id, invited_at=tokens.utcnow())
+    set_profile(user_id, invited_at=tokens.utcnow())
     send("invite", user_id, email, redirect_to)
     return user_object(load_user(user_id))

@@ -16,10 +16,10 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
 from auth import accounts, anonymous, pkce, providers, sessions, signups, tokens
-from auth.emails import with_fragment, with_query
 from auth.passwords import unusable_hash
 from auth.redirects import redirect_target
 from auth.users import identities, is_anonymous, load_user, user_object
+from auth.verification import with_fragment, with_query
 from config import setting
 from database import transactions
 from database.transactions import transactional

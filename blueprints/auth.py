@@ -16,6 +16,7 @@ from auth import (
     sessions,
     signins,
     signups,
+    verification,
 )
 from blueprints.gateway import current_user_identity, require_service_role, requires_user
 from blueprints.responses import session_for_sdks, string_id_for_sdks
@@ -187,7 +188,7 @@ def resend():
 @limiter.limit("150 per 5 minutes")
 def verify():
     body = load(verify_schema)
-    session = emails.verify(body["type"], body.get("token_hash"), body.get("email"), body.get("token"))
+    session = verification.verify(body["type"], body.get("token_hash"), body.get("email"), body.get("token"))
     return session_for_sdks(session)
 
 
@@ -196,7 +197,7 @@ def verify():
 def follow_link():
     """The link in a mail: a 303 to redirect_to with the session, or the error, in the fragment."""
     kind, token = request.args.get("type", ""), request.args.get("token", "")
-    return redirect(emails.redirect_after_verify(kind, token, redirect_to()), code=303)
+    return redirect(verification.redirect_after_verify(kind, token, redirect_to()), code=303)
 
 
 @bp.post("/invite")
