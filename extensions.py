@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # for annotations only: the modules that make the state impor
     import sqlalchemy as sa
 
     from dashboard.backups import Run
-    from database.transactions import Prepared
+    from database.statements import Prepared
     from live.sessions import Realtime
     from runner.service import Functions
     from storage.files import Disk
@@ -72,7 +72,7 @@ class Minibase:
     reads: sa.Engine | None = None  # the prepared reads' engine (database.connections); None: db.engine
     # schedules added by code (webhooks.schedules.register), beside tables.toml's [schedules.NAME]
     internal_schedules: dict[str, Schedule] = field(default_factory=dict)
-    own: threading.local | None = None  # SQLite file: each thread's reads connection (transactions.prepared)
+    own: threading.local | None = None  # SQLite file: each thread's reads connection (statements.prepared)
 
 
 def state():

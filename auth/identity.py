@@ -10,7 +10,7 @@ from sqlalchemy import bindparam, select
 from auth import tokens
 from auth.users import factor_object, is_banned, user_columns
 from config import setting
-from database import transactions
+from database import statements
 from errors import APIError, Auth, bad_jwt, user_inactive, user_not_found
 from extensions import db, state
 from models import Factor, Profile, Session, users_table
@@ -79,7 +79,7 @@ def identify(token):
     # A read of its own, prepared once and ended at once, on a pooled connection: no ORM session for
     # a request that needs none (GET /user), and a write that follows starts its transaction at its
     # first statement.
-    found = transactions.prepared({"session_id": claims["session_id"]}, prepared_session_user()[0])[0]
+    found = statements.prepared({"session_id": claims["session_id"]}, prepared_session_user()[0])[0]
     return _signed_in(claims, found[0] if found else None)
 
 
@@ -141,7 +141,7 @@ def signing_session(user_id, session_id):
     that session's access tokens do, so a user deleted and another given their id inherits none."""
     if not isinstance(session_id, str):
         return None
-    found = transactions.prepared({"session_id": session_id}, prepared_session_user()[0])[0]
+    found = statements.prepared({"session_id": session_id}, prepared_session_user()[0])[0]
     row = found[0] if found else None
     if row is None or row.session_user != user_id or row.user_id is None:
         return None
@@ -156,7 +156,7 @@ def factors_and_identities(who):
     so), so that GET /user is one statement for everyone else."""
     if not who.user.has_links:
         return [], []
-    factors, linked = transactions.prepared({"session_id": who.session_id}, *prepared_session_user()[1:])
+    factors, linked = statements.prepared({"session_id": who.session_id}, *prepared_session_user()[1:])
     return [factor_object(factor) for factor in factors], list(linked)
 
 
@@ -164,7 +164,7 @@ def prepared_session_user():
     """A session (with its assurance level) and its user with the profile /auth/v1/user answers with,
     and whether the user has factors or linked identities (two index probes), which every bearer
     token runs; and those factors (not their secrets) and identities, which GET /user adds when there
-    are any. Prepared once per users table (database.transactions.prepare)."""
+    are any. Prepared once per users table (database.statements.prepare)."""
     cache, users = state(), users_table()
     if cache.session_user is None or cache.session_user[0] is not users:
         query = _session_user().where(Session.id == bindparam("session_id", required=True))
@@ -180,7 +180,7 @@ def prepared_session_user():
             .where(Session.id == bindparam("session_id", required=True))
             .order_by(LinkedIdentity.created_at)
         )
-        prepared = tuple(transactions.prepare(statement, db.engine) for statement in (query, factors, linked))
+        prepared = tuple(statements.prepare(statement, db.engine) for statement in (query, factors, linked))
         cache.session_user = (users, prepared)
     return cache.session_user[1]
 

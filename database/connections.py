@@ -4,19 +4,19 @@ freezes or drops the connection answers a JSON 503 in bounded time; on a Galera 
 that see every write the cluster committed before them (causal reads). SQLite connections also get
 the REGEXP function the match/imatch filters use.
 
-The prepared reads (database.transactions.prepared) have an engine of their own, whose
+The prepared reads (database.statements.prepared) have an engine of their own, whose
 connections are in autocommit mode and are not reset when they go back to the pool. On MySQL a read
 is then one round trip, the SELECT, where the shared pool's connections take two (the SELECT, a
 ROLLBACK at checkin); each statement is its own transaction, which is what READ COMMITTED gave two
 statements of one read already (a snapshot per statement), and an idle connection holds no
 transaction, so no lock. A unit of work whose one statement is an INSERT runs it there too, its
-own transaction (transactions.execute). On SQLite nothing changes but the cost: sqlite3 opens no
+own transaction (statements.execute). On SQLite nothing changes but the cost: sqlite3 opens no
 transaction for a SELECT, so the rollback at checkin had nothing to undo. (An in-memory SQLite
 database has no second engine: it would open another, empty, database.)
 
 On MySQL a connection checked out of either engine is made again if the server closed it, seen
 without a round trip, and pinged only if it sat unused for more than IDLE seconds; a read on a
-connection that died anyway is tried again on a new one (transactions.prepared), and a connection
+connection that died anyway is tried again on a new one (statements.prepared), and a connection
 lost marks every connection made before it, in both engines, as suspect: each is made again at its
 next checkout, so a restarted server costs one retried read, not one per pooled connection."""
 
@@ -31,7 +31,7 @@ from sqlalchemy import event
 from sqlalchemy.pool import SingletonThreadPool, StaticPool
 
 import metrics
-from database import pymysql_seam, transactions
+from database import pymysql_seam
 from extensions import db, state
 from query import dialects
 
@@ -49,7 +49,7 @@ def init_app(app):
             cursor.execute("PRAGMA foreign_keys=ON")
             # `col REGEXP pattern` (match/imatch filters) calls regexp(pattern, col) in Python.
             dbapi_connection.create_function("regexp", 2, dialects.sqlite_regexp, deterministic=True)
-            deadline = record.info["deadline"] = transactions.Deadline(statement_timeout)
+            deadline = record.info["deadline"] = Deadline(statement_timeout)
             # Called every 1,000 virtual-machine steps: a true answer interrupts the statement.
             dbapi_connection.set_progress_handler(deadline.passed, 1000)
         else:
@@ -80,7 +80,7 @@ def init_app(app):
         counted(db.engine)
         sqlite = db.engine.dialect.name == "sqlite"
         if sqlite:
-            event.listen(db.engine, "before_cursor_execute", transactions.start_deadline)
+            event.listen(db.engine, "before_cursor_execute", start_deadline)
         losses = [-math.inf]  # when a connection of either engine was last lost (time.monotonic())
         if not sqlite:
             _checked_at_checkout(db.engine, losses)
@@ -171,3 +171,26 @@ def _disposed_with(engine, main):
     def disposed(_main):
         if (reads := engine()) is not None:
             reads.dispose(close=os.getpid() == made_by)
+
+
+def start_deadline(conn, cursor, statement, parameters, context, executemany):
+    """before_cursor_execute on SQLite: the statement about to run gets STATEMENT_TIMEOUT."""
+    deadline = conn.connection._connection_record.info.get("deadline")
+    if deadline is not None:
+        deadline.start()
+
+
+class Deadline:
+    """A SQLite connection's time limit on its running statement: SQLite has no statement timeout of
+    its own, so the connection's progress handler asks `passed` and interrupts the statement."""
+
+    def __init__(self, seconds):
+        self.seconds = seconds
+        self.at = math.inf
+
+    def start(self):
+        """A statement starts now: it may run for `seconds`."""
+        self.at = time.monotonic() + self.seconds
+
+    def passed(self):
+        return time.monotonic() > self.at

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import NoSuchTableError
 
 from config import ConfigError
-from database import transactions
+from database import statements
 from errors import APIError, Rest
 from extensions import db, state
 from query import resolve, sql, tree
@@ -266,7 +266,7 @@ class Plan:
     """A read's statements, prepared once for every request of its shape: the page's SELECT and the
     count under the same WHERE, with the filters' values, the owner's id and the paging as named
     parameters that each request passes (`read_plan`), and the select items the rows are shaped by.
-    `prepared` holds both statements compiled for the DBAPI (database.transactions.prepare), or None
+    `prepared` holds both statements compiled for the DBAPI (database.statements.prepare), or None
     when their SQL depends on the values (an `in` list): those run through SQLAlchemy."""
 
     rows: object
@@ -362,10 +362,10 @@ def _plan(table, query, grant, offset, limit, where):
         return statement
 
     rows = paged(rows)
-    compiled = [transactions.prepare(statement, db.engine, named=False) for statement in (rows, count)]
+    compiled = [statements.prepare(statement, db.engine, named=False) for statement in (rows, count)]
     if not all(compiled):
         return Plan(rows, count, items, row_shape(table, items))
-    first = None if first is None else transactions.prepare(paged(first), db.engine, named=False)
+    first = None if first is None else statements.prepare(paged(first), db.engine, named=False)
     return Plan(rows, count, items, row_shape(table, items), tuple(compiled), first)
 
 
@@ -444,12 +444,12 @@ def run_plan(plan, values, rows=True, count=False):
         found = connection.execute(plan.rows, values).all() if rows else None
         return found, connection.execute(plan.count, values).scalar() if count else None
     if rows and plan.first is not None:  # a page in two parts, of which the first may be enough
-        results = transactions.prepared(values, plan.first, *plan.prepared[1:] if count else ())
+        results = statements.prepared(values, plan.first, *plan.prepared[1:] if count else ())
         total = results[1][0][0] if count else None
         if len(results[0]) == values["limit"]:
             return results[0], total
-        return transactions.prepared(values, plan.prepared[0])[0], total
+        return statements.prepared(values, plan.prepared[0])[0], total
     asked = [statement for statement, wanted in zip(plan.prepared, (rows, count), strict=True) if wanted]
-    results = iter(transactions.prepared(values, *asked))
+    results = iter(statements.prepared(values, *asked))
     found = next(results) if rows else None
     return found, next(results)[0][0] if count else None

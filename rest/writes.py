@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-from database import transactions
+from database import statements
 from extensions import db, state
 from query import resolve, tree
 from rest import policies
@@ -60,7 +60,7 @@ def _insert_row(table, row, alone=False):
     if plan is None:
         result = db.session.execute(sa.insert(table).values(row) if row else sa.insert(table), {})
         return tuple(result.inserted_primary_key or ()) or None
-    rowid = transactions.execute(
+    rowid = statements.execute(
         plan.statement, {f"v{n}": row[name] for n, name in enumerate(plan.names)}, alone=alone
     )
     if rowid is not None and plan.rowid is not None:
@@ -72,7 +72,7 @@ def _insert_row(table, row, alone=False):
 
 @dataclass(frozen=True)
 class InsertPlan:
-    statement: transactions.Prepared
+    statement: statements.Prepared
     names: tuple  # the columns the row sets, in the order of the statement's parameters v0, v1, ...
     autoincrement: sa.Column | None  # the column lastrowid fills, when the row leaves it out
     rowid: object  # lastrowid's result processor, or None
@@ -106,7 +106,7 @@ def _plan_insert(table, names):
         return None
     columns = [table.c[name] for name in names]
     bound = {column: sa.bindparam(f"v{n}", type_=column.type) for n, column in enumerate(columns)}
-    statement = transactions.prepare(sa.insert(table).values(bound), db.engine, named=False)
+    statement = statements.prepare(sa.insert(table).values(bound), db.engine, named=False)
     if statement is None:
         return None
     dialect = db.engine.dialect

@@ -5,8 +5,8 @@ instrumentation: a W3C `traceparent` sent with it is its parent) and each databa
 child span with its SQL and no values, exported over OTLP/HTTP in batches by the SDK.
 
 Off, nothing of OpenTelemetry is imported and nothing runs per request. The statements minibase runs
-straight on a DBAPI connection (database.transactions' prepared reads and writes, which skip
-SQLAlchemy's events) get their spans through `transactions.statement_spans`."""
+straight on a DBAPI connection (database.statements' prepared reads and writes, which skip
+SQLAlchemy's events) get their spans through `statements.statement_spans`."""
 
 import contextlib
 import logging
@@ -51,9 +51,9 @@ def init_app(app, engines):
         _trace_statements(engine, provider)
     from opentelemetry.trace import SpanKind
 
-    from database import transactions
+    from database import statements
 
-    transactions.statement_spans = lambda sql, system: _statement_span(tracer, SpanKind.CLIENT, sql, system)
+    statements.statement_spans = lambda sql, system: _statement_span(tracer, SpanKind.CLIENT, sql, system)
     app.extensions["minibase_traces"] = provider
     log.info("traces: exported over OTLP/HTTP")
     return provider

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import sqlalchemy as sa
 
 from config import parse_size
-from database import transactions
+from database import statements, transactions
 from errors import Storage, bucket_not_found, invalid_request, storage_error
 from extensions import db, state
 from models import StorageBucket, StorageObject, upsert
@@ -231,8 +231,8 @@ def read(bucket_id):
         table = StorageBucket.__table__
         query = sa.select(table.c.id, table.c.public, table.c.file_size_limit, table.c.allowed_mime_types)
         query = query.where(table.c.id == sa.bindparam("id", required=True))
-        cache.bucket_read = transactions.prepare(query, cache.reads or db.engine)
-    rows = transactions.prepared({"id": bucket_id}, cache.bucket_read)[0]
+        cache.bucket_read = statements.prepare(query, cache.reads or db.engine)
+    rows = statements.prepared({"id": bucket_id}, cache.bucket_read)[0]
     if not rows:
         raise bucket_not_found()
     return _bucket(rows[0])

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 
 from config import setting
-from database import transactions
+from database import statements, transactions
 from errors import APIError, Storage, invalid_request, object_not_found, object_too_large, storage_error
 from extensions import db, state
 from models import StorageBucket, StorageObject
@@ -228,7 +228,7 @@ def find(bucket_id, name, who, public=False, signed=False):
             return find_by_policy(bucket_id, name, who)
         kind = "any" if access.owner is None else "owner"
         values["owner"] = access.owner
-    found = transactions.prepared(values, prepared_find(kind))[0]
+    found = statements.prepared(values, prepared_find(kind))[0]
     if not found:
         raise object_not_found()
     return Stored.of(found[0])
@@ -253,7 +253,7 @@ def prepared_find(kind):
         elif kind == "public":
             bucket = StorageBucket.__table__
             query = query.join(bucket, bucket.c.id == objects.c.bucket_id).where(bucket.c.public.is_(True))
-        statement = cache.object_reads[kind] = transactions.prepare(query, cache.reads or db.engine)
+        statement = cache.object_reads[kind] = statements.prepare(query, cache.reads or db.engine)
     return statement
 
 

@@ -70,15 +70,15 @@ def statements_run(app, monkeypatch):
     through SQLAlchemy."""
     from sqlalchemy import event
 
-    from database import transactions
+    from database import statements
 
-    ran, run_prepared = [], transactions.run_prepared
+    ran, run_prepared = [], statements.run_prepared
 
-    def counted(engine, values, *statements, **kwargs):
-        ran.extend(statement.sql for statement in statements)
-        return run_prepared(engine, values, *statements, **kwargs)
+    def counted(engine, values, *prepared, **kwargs):
+        ran.extend(statement.sql for statement in prepared)
+        return run_prepared(engine, values, *prepared, **kwargs)
 
-    monkeypatch.setattr(transactions, "run_prepared", counted)
+    monkeypatch.setattr(statements, "run_prepared", counted)
     with app.app_context():
         engine = db.engine
     event.listen(engine, "before_cursor_execute", lambda *args: ran.append(args[2]))

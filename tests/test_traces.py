@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from database import transactions
+from database import statements
 from runtime import traces
 from support import Api
 
@@ -51,7 +51,7 @@ def receiver(monkeypatch):
     server = Receiver()
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{server.server_address[1]}")
     monkeypatch.setenv("OTEL_SERVICE_NAME", "minibase-under-test")
-    monkeypatch.setattr(transactions, "statement_spans", None)  # what init_app sets, put back after
+    monkeypatch.setattr(statements, "statement_spans", None)  # what init_app sets, put back after
     yield server
     server.shutdown()
     server.server_close()

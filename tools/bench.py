@@ -137,7 +137,7 @@ def bcrypt_bound(rounds=10, seconds=3.0):
 def query_plan(url, path):
     """The SQL minibase runs for `path`, and the database's plan for it."""
     from app import create_app
-    from database import transactions
+    from database import statements
     from extensions import db
 
     workdir = Path(tempfile.mkdtemp(prefix="minibase-plan-"))
@@ -146,19 +146,19 @@ def query_plan(url, path):
         {"DATABASE_URL": url, "JWT_SECRET": SECRET, "TABLES_CONFIG": str(workdir / "tables.toml")}
     )
     seen = []
-    run = transactions.run_prepared
+    run = statements.run_prepared
 
     def run_and_record(engine, values, *statements, **options):  # prepared reads pass no SQLAlchemy event
-        seen.extend((s.sql, transactions.bound_parameters(s, values)) for s in statements)
+        seen.extend((s.sql, statements.bound_parameters(s, values)) for s in statements)
         return run(engine, values, *statements, **options)
 
     with app.app_context():
         sa.event.listen(db.engine, "before_cursor_execute", lambda *a: seen.append((a[2], a[3])))
-        transactions.run_prepared = run_and_record
+        statements.run_prepared = run_and_record
         try:
             app.test_client().get(path, headers={"apikey": tokens.api_key("anon", SECRET)})
         finally:
-            transactions.run_prepared = run
+            statements.run_prepared = run
         reads = [(s, p) for s, p in seen if s.lstrip().upper().startswith("SELECT") and "items" in s]
         statement, parameters = next((s, p) for s, p in reads if "count(" not in s.lower())
         explain = "EXPLAIN QUERY PLAN " if url.startswith("sqlite") else "EXPLAIN "

@@ -33,7 +33,7 @@ import sqlalchemy as sa
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from database import transactions  # noqa: E402
+from database import statements  # noqa: E402
 from extensions import db  # noqa: E402
 from tools import servers  # noqa: E402
 from tools.bench_php import LIST_QUERY  # noqa: E402
@@ -115,7 +115,7 @@ def main():
     sa.event.listen(engine, "begin", lambda *a: seen.append("BEGIN (implicit)"))
     sa.event.listen(engine, "commit", lambda *a: seen.append("COMMIT"))
     sa.event.listen(engine, "rollback", lambda *a: seen.append("ROLLBACK"))
-    execute = transactions.execute
+    execute = statements.execute
 
     def execute_and_record(statement, values, **options):  # a prepared write passes no SQLAlchemy event
         seen.append(
@@ -124,11 +124,11 @@ def main():
         )
         return execute(statement, values, **options)
 
-    transactions.execute = execute_and_record
+    statements.execute = execute_and_record
     try:
         print(f"one insert ({run(app, base, 1)}), {engine.dialect.name}:")
     finally:
-        transactions.execute = execute
+        statements.execute = execute
     for statement in seen:
         print(f"  {statement}")
     started, cpu = time.perf_counter(), time.process_time()

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
-from database import transactions
+from database import statements
 from extensions import db
 from query.tree import SelectItem
 from rest import reads
@@ -162,7 +162,7 @@ class Child:
                     [sa.tuple_(*params[i : i + step]) for i in range(0, len(params), step)]
                 )
             statement = self._select(chunk)
-            found = (statement, transactions.prepare(statement, db.engine, named=False), names)
+            found = (statement, statements.prepare(statement, db.engine, named=False), names)
             self.statements[size] = found
         return found
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
-from database import transactions
+from database import statements
 from extensions import db
 from query import resolve, sql
 from rest import policies, reads, reflection
@@ -44,7 +44,7 @@ def read(table, query, who, grant, offset, limit, count=False):
     dicts; their total when `count` (else None); the keys of the objects; whether every value in
     them is text, an integer or null (_Prepared.plain). Each query is prepared
     once per shape and runs with the request's values as parameters (the parents' keys too), those
-    of one level together straight on the DBAPI (database.transactions.prepared)."""
+    of one level together straight on the DBAPI (database.statements.prepared)."""
     plan, values = _planned(table, query, who, grant, offset, limit)
     if offset:
         values["offset"] = offset
@@ -169,7 +169,7 @@ def _compile(level, policy, offset, limit):
         rows = rows.offset(sa.bindparam("offset", type_=sa.Integer, required=True))
     if limit is not None:
         rows = rows.limit(sa.bindparam("limit", type_=sa.Integer, required=True))
-    pairs = [(s, transactions.prepare(s, db.engine, named=False)) for s in (rows, count)]
+    pairs = [(s, statements.prepare(s, db.engine, named=False)) for s in (rows, count)]
     return Plan(level, *pairs, level.names())
 
 
@@ -208,13 +208,13 @@ def _names_used(level):
     return found
 
 
-def _run(statements, values):
-    """The rows (tuples) of each (statement, Prepared or None) of `statements` with `values`: all
+def _run(pairs, values):
+    """The rows (tuples) of each (statement, Prepared or None) of `pairs` with `values`: all
     straight on the DBAPI when all are prepared, else through SQLAlchemy (an `in` filter's list)."""
-    if all(prepared is not None for _, prepared in statements):
-        return transactions.prepared(values, *(prepared for _, prepared in statements))
+    if all(prepared is not None for _, prepared in pairs):
+        return statements.prepared(values, *(prepared for _, prepared in pairs))
     connection = db.session.connection()
-    return [[tuple(row) for row in connection.execute(statement, values)] for statement, _ in statements]
+    return [[tuple(row) for row in connection.execute(statement, values)] for statement, _ in pairs]
 
 
 def _bucket(count):

@@ -14,7 +14,7 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from database import transactions
+from database import statements
 from extensions import db
 from rest import embeds, reads
 from support import Api, assert_rest_error, serve_app
@@ -550,28 +550,28 @@ def test_the_number_of_queries_does_not_grow_with_the_rows(blog, monkeypatch):
     blog.get(query)  # the tables are reflected once, on first use
     with blog.app.app_context():
         engine = db.engine
-    statements = []
+    sent = []
 
     def record(connection, cursor, statement, *args):
-        statements.append(statement)
+        sent.append(statement)
 
-    run = transactions.run_prepared
+    run = statements.run_prepared
 
     def run_and_record(engine, values, *prepared, **options):
-        statements.extend(statement.sql for statement in prepared)
+        sent.extend(statement.sql for statement in prepared)
         return run(engine, values, *prepared, **options)
 
-    monkeypatch.setattr(transactions, "run_prepared", run_and_record)
+    monkeypatch.setattr(statements, "run_prepared", run_and_record)
     counts = {}
     for parents in (1, 10, 100):
-        statements.clear()
+        sent.clear()
         sa.event.listen(engine, "before_cursor_execute", record)
         try:
             rows = blog.get(f"{query}&id=lte.{parents}")
         finally:
             sa.event.remove(engine, "before_cursor_execute", record)
         assert len(rows) == parents and all(row["users"] for row in rows)
-        counts[parents] = len([s for s in statements if s.lstrip().upper().startswith("SELECT")])
+        counts[parents] = len([s for s in sent if s.lstrip().upper().startswith("SELECT")])
     # the posts with post_stats (a to-one embed, joined), then one per other embed: users is not
     # joined, its name being met again under comments
     assert counts[1] == counts[10] == counts[100] == 5, counts

@@ -7,7 +7,7 @@ from decimal import Decimal
 import sqlalchemy as sa
 
 from blueprints import rest_request
-from database import transactions
+from database import statements
 from extensions import db, state
 from rest import reflection
 from support import Api
@@ -70,7 +70,7 @@ def test_plans_are_bounded(rest, monkeypatch):
         assert [key[1][0][0] for key in plans] == ["qty", "code", "note"]  # the most recently used
 
 
-# --- prepared plans run straight on the DBAPI (database.transactions.prepare)
+# --- prepared plans run straight on the DBAPI (database.statements.prepare)
 
 
 def sqlalchemy_statements(app, request):
@@ -148,13 +148,13 @@ def last_plan_sql(rest, query, monkeypatch, index=0):
     """The SQL of the page `query` reads (its prepared plan's; `index`: of its statements, the one
     run in that place), and the database's plan for it."""
     seen = []
-    run = transactions.run_prepared
+    run = statements.run_prepared
 
-    def run_and_record(engine, values, *statements, **options):
-        seen.extend((s.sql, transactions.bound_parameters(s, values)) for s in statements)
-        return run(engine, values, *statements, **options)
+    def run_and_record(engine, values, *prepared, **options):
+        seen.extend((s.sql, statements.bound_parameters(s, values)) for s in prepared)
+        return run(engine, values, *prepared, **options)
 
-    monkeypatch.setattr(transactions, "run_prepared", run_and_record)
+    monkeypatch.setattr(statements, "run_prepared", run_and_record)
     assert rest.anon.get(query).status_code == 200
     sql, parameters = seen[index]
     with rest.app.app_context():
@@ -212,8 +212,8 @@ def test_floats_read_with_no_conversion_left_where_the_driver_reads_floats(rest)
         items = sa.Table("items", sa.MetaData(), autoload_with=engine)
         price = sa.type_coerce(items.c.price, sa.Float).label("price")
         query = sa.select(price, sa.cast(items.c.price, sa.Numeric(10, 2)).label("exact"))
-        prepared = transactions.prepare(query.where(items.c.id == sa.bindparam("id", required=True)), engine)
-        found = transactions.run_prepared(engine, {"id": 1}, prepared)[0]
+        prepared = statements.prepare(query.where(items.c.id == sa.bindparam("id", required=True)), engine)
+        found = statements.run_prepared(engine, {"id": 1}, prepared)[0]
     assert found == [(1.5, Decimal("1.50"))] and type(found[0].price) is float
     [processors] = prepared.results.values()
     assert processors[0] is None
