@@ -11,7 +11,7 @@ from pathlib import Path
 
 from sqlalchemy.exc import DBAPIError
 
-from database.transactions import RETRYABLE_CODES, error_code
+from database.transactions import RETRYABLE_CODES, error_code, on_connection
 
 LOCK_TABLE = "minibase_migration_lock"
 LEASE_SECONDS = 60  # how long a lease lasts unrenewed: an instance killed while migrating holds others back
@@ -73,26 +73,17 @@ RENEW = (
 def take_lock_row(connection):
     """Wait until this instance holds the migration lease; its holder id. It waits as long as the
     holder renews its lease (a long migration), and takes a lease its holder let run out."""
-    connection.exec_driver_sql(
-        f"CREATE TABLE IF NOT EXISTS {LOCK_TABLE} (id INT NOT NULL PRIMARY KEY, holder VARCHAR(32), "
-        "expires_at DATETIME) ENGINE=InnoDB"
-    )
-    connection.commit()
+    on_connection(connection, _make_lock_table)
     me = uuid.uuid4().hex
     seen, deadline = None, time.monotonic() + 2 * LEASE_SECONDS
     while True:
         try:
-            row = connection.exec_driver_sql(READ).first()
-            if row is None or row.holder is None or row.expired:
-                connection.exec_driver_sql(TAKE, {"me": me, "lease": LEASE_SECONDS})
-                row = connection.exec_driver_sql(READ).first()
-            connection.commit()
+            row = on_connection(connection, _take_if_free, me)
             if row.holder == me:
                 return me
             if (row.holder, row.expires_at) != seen:  # taken or renewed since: its holder is alive
                 seen, deadline = (row.holder, row.expires_at), time.monotonic() + 2 * LEASE_SECONDS
         except DBAPIError as exc:
-            connection.rollback()
             if error_code(exc) not in RETRYABLE_CODES:
                 raise
         if time.monotonic() > deadline:
@@ -102,21 +93,39 @@ def take_lock_row(connection):
         time.sleep(POLL_SECONDS * random.uniform(0.5, 1.5))
 
 
+def _make_lock_table(connection):
+    connection.exec_driver_sql(
+        f"CREATE TABLE IF NOT EXISTS {LOCK_TABLE} (id INT NOT NULL PRIMARY KEY, holder VARCHAR(32), "
+        "expires_at DATETIME) ENGINE=InnoDB"
+    )
+
+
+def _take_if_free(connection, me):
+    """The lock row, taken for `me` if no one held it or its lease had run out."""
+    row = connection.exec_driver_sql(READ).first()
+    if row is None or row.holder is None or row.expired:
+        connection.exec_driver_sql(TAKE, {"me": me, "lease": LEASE_SECONDS})
+        row = connection.exec_driver_sql(READ).first()
+    return row
+
+
 def release_lock_row(connection, holder):
     for _attempt in range(10):
         try:
             connection.rollback()  # whatever a failed migration left open
-            connection.exec_driver_sql(
-                f"UPDATE {LOCK_TABLE} SET holder = NULL, expires_at = NULL WHERE id = 1 AND holder = %(me)s",
-                {"me": holder},
-            )
-            connection.commit()
+            on_connection(connection, _release, holder)
             return
         except DBAPIError as exc:
-            connection.rollback()
             if error_code(exc) not in RETRYABLE_CODES:
                 raise
             time.sleep(POLL_SECONDS * random.uniform(0.5, 1.5))
+
+
+def _release(connection, holder):
+    connection.exec_driver_sql(
+        f"UPDATE {LOCK_TABLE} SET holder = NULL, expires_at = NULL WHERE id = 1 AND holder = %(me)s",
+        {"me": holder},
+    )
 
 
 class Lease:
@@ -130,8 +139,7 @@ class Lease:
         self.lost = None  # why, once lost
         self.valid_until = time.monotonic() + LEASE_SECONDS  # by this process's clock, at the least
         self._stop = threading.Event()
-        self._server = connection.exec_driver_sql("SELECT CONNECTION_ID(), @@hostname, @@port").first()
-        connection.commit()
+        self._server = on_connection(connection, _server_of)
         self._thread = threading.Thread(target=self._renew, name="migration-lease", daemon=True)
 
     def __enter__(self):
@@ -161,9 +169,8 @@ class Lease:
             started = time.monotonic()
             try:
                 with self.connection.engine.connect() as connection:
-                    renewed = connection.exec_driver_sql(RENEW, {"me": self.holder, "lease": LEASE_SECONDS})
-                    connection.commit()
-                    if renewed.rowcount != 1:
+                    renewed = on_connection(connection, _renew_lease, self.holder)
+                    if renewed != 1:
                         self._lose(connection, "another instance took it")
                         return
             except DBAPIError:
@@ -181,3 +188,13 @@ class Lease:
                 connection.exec_driver_sql(f"KILL CONNECTION {int(self._server[0])}")
         except DBAPIError:
             pass  # the migration stops at its next step (check), or fails on a database it cannot reach
+
+
+def _server_of(connection):
+    """(connection id, host, port) of `connection`: where its migration runs, for a KILL."""
+    return connection.exec_driver_sql("SELECT CONNECTION_ID(), @@hostname, @@port").first()
+
+
+def _renew_lease(connection, holder):
+    """How many rows the renewal changed: 0 when another instance holds the lease now."""
+    return connection.exec_driver_sql(RENEW, {"me": holder, "lease": LEASE_SECONDS}).rowcount

@@ -379,6 +379,20 @@ def commits_by_itself():
     _committing_alone.set(True)
 
 
+def on_connection(connection, work, *args):
+    """`work(connection, *args)` as one transaction on `connection`, a connection of the caller's own
+    outside any request (the migration lock's, whose lease must be committed while a migration runs
+    on another): committed when it returns, rolled back when it raises; its result. Tried once: the
+    caller decides what a conflict means (waiting for a lease is no retry of a unit of work)."""
+    try:
+        result = work(connection, *args)
+        connection.commit()
+    except BaseException:
+        connection.rollback()
+        raise
+    return result
+
+
 def _in_transaction():
     """Whether the request's session has a transaction open; a unit that never used the session (a
     write that ran alone, in autocommit) makes none only to ask."""
