@@ -158,17 +158,28 @@ def backend(request):
     return request.param
 
 
-@pytest.fixture
-def database_url(backend, request, tmp_path):
-    """A fresh, empty database on the backend under test."""
+def empty_database(backend, request, tmp_path, name):
+    """A fresh, empty database named after `name` on the backend under test, dropped afterwards."""
     if backend == "sqlite":
-        yield f"sqlite:///{tmp_path}/test.db"
+        yield f"sqlite:///{tmp_path}/{name}.db"
         return
     server = request.getfixturevalue("mariadb_server")
-    name = f"minibase_test_{uuid.uuid4().hex[:12]}"
+    name = f"minibase_{name}_{uuid.uuid4().hex[:12]}"
     mysql_admin(server, f"CREATE DATABASE {name} CHARACTER SET utf8mb4")
     yield server.set(database=name).render_as_string(hide_password=False)
     mysql_admin(server, f"DROP DATABASE IF EXISTS {name}")
+
+
+@pytest.fixture
+def database_url(backend, request, tmp_path):
+    """A fresh, empty database on the backend under test."""
+    yield from empty_database(backend, request, tmp_path, "test")
+
+
+@pytest.fixture
+def other_database_url(backend, request, tmp_path):
+    """A second, empty database on the backend under test (a backup's restore target)."""
+    yield from empty_database(backend, request, tmp_path, "restored")
 
 
 def migrate_and_take(url, storage):

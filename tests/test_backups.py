@@ -15,7 +15,6 @@ from pathlib import Path
 
 import bcrypt
 import boto3
-import pymysql
 import pyotp
 import pytest
 import sqlalchemy as sa
@@ -78,30 +77,6 @@ PASSWORDS = {
 def php_hash(password):
     """What PHP's password_hash() stores: bcrypt with the $2y$ prefix."""
     return "$2y$" + bcrypt.hashpw(password.encode(), bcrypt.gensalt(rounds=4)).decode()[4:]
-
-
-@pytest.fixture
-def other_database_url(backend, request, tmp_path):
-    """A second, empty database on the backend under test: the restore's target."""
-    if backend == "sqlite":
-        yield f"sqlite:///{tmp_path}/restored.db"
-        return
-    server = request.getfixturevalue("mariadb_server")
-    name = f"minibase_restored_{uuid.uuid4().hex[:12]}"
-    admin(server, f"CREATE DATABASE {name} CHARACTER SET utf8mb4")
-    yield server.set(database=name).render_as_string(hide_password=False)
-    admin(server, f"DROP DATABASE IF EXISTS {name}")
-
-
-def admin(server, sql):
-    connection = pymysql.connect(
-        host=server.host, port=server.port or 3306, user=server.username, password=server.password or ""
-    )
-    try:
-        with connection.cursor() as cursor:
-            cursor.execute(sql)
-    finally:
-        connection.close()
 
 
 class Service:
