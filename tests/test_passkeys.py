@@ -110,6 +110,27 @@ def test_the_admin_lists_and_deletes_a_users_passkeys(api, service_key):
     assert admin.get(f"/auth/v1/admin/users/{user_id}/passkeys").json == []
 
 
+def test_the_admin_passkey_routes_refuse_all_but_the_service_key_and_another_users_passkey(
+    api, service_key, anon_key
+):
+    ann = api.sign_up()
+    bob = api.sign_up(email="bob@example.com")
+    anns = register(api, ann["access_token"], Authenticator()).json
+    admin = Api(api.app, service_key)
+    listing = f"/auth/v1/admin/users/{ann['user']['id']}/passkeys"
+    forged = jwt.encode({"role": "service_role", "exp": 4102444800}, "another-secret-" + "y" * 40)
+    for headers in ({"apikey": anon_key, "Authorization": f"Bearer {anon_key}"},
+                    {"apikey": forged, "Authorization": f"Bearer {forged}"}):  # fmt: skip
+        refused = api.app.test_client().get(listing, headers=headers)
+        assert refused.status_code in (401, 403)
+        assert "credential" not in refused.get_data(as_text=True)
+        gone = api.app.test_client().delete(f"{listing}/{anns['id']}", headers=headers)
+        assert gone.status_code in (401, 403)
+    # ann's passkey is not bob's to have deleted, even by the service
+    assert admin.delete(f"/auth/v1/admin/users/{bob['user']['id']}/passkeys/{anns['id']}").status_code == 404
+    assert [item["id"] for item in admin.get(listing).json] == [anns["id"]]
+
+
 def test_passkeys_are_off_by_default(make, anon_key):
     off = make(PASSKEY_ENABLED=False)
     token = off.sign_up()["access_token"]
