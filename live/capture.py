@@ -15,6 +15,7 @@ table, and a subscription to its changes is refused."""
 
 import hashlib
 import logging
+import threading
 
 import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError, NoSuchTableError
@@ -30,6 +31,7 @@ WEBHOOK_PREFIX = "minibase_wh_"
 WEBHOOK_TABLE = "minibase_webhook_events"
 PREFIXES = (PREFIX, WEBHOOK_PREFIX)
 OPERATIONS = ("INSERT", "UPDATE", "DELETE")
+_installing = threading.Lock()  # one hook's thread at a time: each may install the same table's
 PRIVILEGE = (
     "CREATE TRIGGER needs the TRIGGER privilege, and with binary logging on also SUPER or "
     "log_bin_trust_function_creators=1"
@@ -54,9 +56,11 @@ def install(webhook_tables=None):
         wanted = sorted(name for name, policy in policies.policies().items() if policy.realtime)
     dialect = db.engine.dialect.name
     captured = {}
-    existing = _existing(dialect) if wanted else {}
+    with _installing:
+        existing = _existing(dialect) if wanted else {}
+        for name in wanted:
+            captured[name] = _install_one(name, dialect, existing, webhooks)
     for name in wanted:
-        captured[name] = _install_one(name, dialect, existing, webhooks)
         if captured[name] is not None:
             what = "webhooks" if webhooks else "realtime"
             log.error("%s: changes of table %r are not captured: %s", what, name, captured[name])
@@ -110,6 +114,8 @@ def _install_one(name, dialect, existing, webhooks=False):
         return None
     try:
         with db.engine.begin() as connection:
+            if dialect == "sqlite":  # sqlite3 opens no transaction for DDL: one, so none is missed
+                connection.exec_driver_sql("BEGIN IMMEDIATE")
             for operation in OPERATIONS:
                 for statement in made[operation][1]:
                     # PyMySQL formats the text with %: a name's own % must survive it
@@ -117,6 +123,10 @@ def _install_one(name, dialect, existing, webhooks=False):
                         statement if dialect == "sqlite" else statement.replace("%", "%%")
                     )
     except DBAPIError as exc:
+        # another instance starting at the same moment may have made the very same triggers
+        now = _existing(dialect)
+        if all(now.get(trigger_name(name, op, prefix)) == made[op][0] for op in OPERATIONS):
+            return None
         return f"the database refused its triggers ({PRIVILEGE}): {first_line(exc)}"
     return None
 

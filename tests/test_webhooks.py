@@ -246,6 +246,36 @@ def test_two_instances_send_each_change_once(started, receiver):
     assert eventually(lambda: attempts() == 30)  # recorded once the batch's POSTs are done
 
 
+def test_hooks_of_one_table_starting_together_all_get_its_triggers(make_app, database_url, tmp_path):
+    """Every hook's thread makes its table's triggers as it starts: several hooks of one table, in one
+    instance and in several, racing to make them, all find the changes captured, and each change is
+    logged once."""
+    from live import capture
+
+    make_orders(database_url)
+    apps = [make_app(TABLES_CONFIG=tables_toml(tmp_path, {}, f"i{n}.toml")) for n in range(3)]
+    for _ in range(5):
+        with apps[0].app_context():
+            capture.prune([])  # none: each round makes them anew
+        barrier, results = threading.Barrier(6), []
+
+        def run(app, barrier=barrier, results=results):
+            with app.app_context():
+                barrier.wait()
+                results.append(capture.install(["orders"]))
+
+        threads = [threading.Thread(target=run, args=(app,)) for app in apps * 2]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        assert results == [{"orders": None}] * 6
+    sql(apps[0], "INSERT INTO orders (item) VALUES ('one')")
+    with apps[0].app_context(), db.engine.connect() as connection:
+        logged = connection.execute(sa.select(sa.func.count()).select_from(outbox.EVENTS)).scalar()
+    assert logged == 1
+
+
 def test_instances_racing_take_each_event_in_once_and_one_claims_the_batch(make_app, database_url, tmp_path):
     """Four instances' queues of one hook, released together: the events become one delivery each
     however many take them in at once, and of the claims of the same due deliveries one wins."""
