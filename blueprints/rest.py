@@ -21,10 +21,10 @@ from blueprints.rest_request import (
     preferences,
     require_public_schema,
 )
+from encoding import csv_field, plain_json
 from errors import APIError, Rest, bad_body
 from query import filters, tree
 from rest import openapi, policies, rows, rpc
-from values import csv_field, plain_json
 
 bp = Blueprint("rest", __name__, url_prefix="/rest/v1")
 
@@ -220,7 +220,7 @@ def rows_response(found, names, media, status, plain=False):
 
 
 def encoded(app, rows, plain):
-    """Rows as compact JSON text: by values.plain_json when `plain` (the same bytes, ~10x faster),
+    """Rows as compact JSON text: by encoding.plain_json when `plain` (the same bytes, ~10x faster),
     else by json without the check for cycles: rows are trees of new dicts and lists (an embed's
     empty list may be shared, never nested in itself), and the check costs a fifth of encoding a
     page with embeds."""

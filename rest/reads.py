@@ -1,13 +1,13 @@
 """The SQL the table API reads with, beside the prepared plans of plain reads (rest/reflection.py):
 the WHERE of filters and grants, counts, and rows fetched back by primary key, for embeds,
-functions and the rows a write answers with. Values come back as JSON values (values.json_rows)."""
+functions and the rows a write answers with. Values come back as JSON values (encoding.json_rows)."""
 
 import sqlalchemy as sa
 
+from encoding import json_rows, row_shape
 from extensions import db
 from query import resolve, sql
 from rest.reflection import dialect, primary_key
-from values import json_rows, row_shape
 
 KEY_CHUNK = 500  # primary keys per IN (...) list; SQLite allows 32766 bound parameters
 

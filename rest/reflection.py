@@ -15,12 +15,12 @@ from sqlalchemy.exc import NoSuchTableError
 
 from config import ConfigError
 from database import statements
+from encoding import row_shape
 from errors import APIError, Rest
 from extensions import db, state
 from query import resolve, sql, tree
 from rest import policies
 from row_policies import check_compiles
-from values import row_shape
 
 log = logging.getLogger("minibase")
 
@@ -272,7 +272,7 @@ class Plan:
     rows: object
     count: object
     items: list
-    shape: tuple  # values.row_shape of the items
+    shape: tuple  # encoding.row_shape of the items
     prepared: tuple | None = None
     first: object = None  # a page in two parts: the first part alone, prepared (`_first_part`)
 

@@ -10,11 +10,12 @@ from dataclasses import dataclass, field
 from sqlalchemy.exc import DBAPIError
 
 from database import transactions
+from encoding import json_rows
 from errors import APIError, Rest
 from query import params, resolve, tree
 from rest import embeds, policies, reads, reflection, refusals, writes
 from rest.refusals import client_error, database_error
-from values import BadValue, body_converter, body_value, json_rows
+from values import BadValue, body_converter, body_value
 
 log = logging.getLogger("minibase")
 

@@ -17,11 +17,12 @@ import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from database import transactions
+from encoding import json_rows, json_value, row_shape
 from errors import APIError, Rest
 from extensions import db
 from query import resolve, select, tree
 from rest import policies, reads, reflection, rows
-from values import BadValue, json_rows, json_value, row_shape
+from values import BadValue
 
 log = logging.getLogger("minibase")
 

@@ -6,12 +6,12 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 
 from database import statements
+from encoding import json_rows, json_value, row_shape
 from extensions import db, state
 from query import resolve, tree
 from rest import policies
 from rest.reads import also, chunks, fetch, filtered, plain_rows, select_rows
 from rest.reflection import MAX_PLANS, dialect, primary_key
-from values import json_rows, json_value, row_shape
 
 
 @dataclass(frozen=True)

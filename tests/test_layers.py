@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-LEAVES = ("models", "values", "errors", "config", "extensions", "row_policies", "metrics")
+LEAVES = ("models", "values", "encoding", "errors", "config", "extensions", "row_policies", "metrics")
 ABOVE = frozenset(
     {
         "app",

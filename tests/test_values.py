@@ -1,5 +1,5 @@
-"""values.py: query-string and JSON values converted to column types, and database values back to
-JSON and CSV text."""
+"""values.py and encoding.py: query-string and JSON values converted to column types, and database
+values back to JSON and CSV text."""
 
 import json
 import uuid
@@ -11,20 +11,9 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 
-import values
-from values import (
-    MAX_DEPTH,
-    BadValue,
-    body_converter,
-    body_value,
-    convert_value,
-    csv_field,
-    json_rows,
-    json_value,
-    row_shape,
-    strict_json,
-    whole_number,
-)
+import encoding
+from encoding import csv_field, json_rows, json_value, row_shape
+from values import MAX_DEPTH, BadValue, body_converter, body_value, convert_value, strict_json, whole_number
 
 kinds = sa.Table(
     "kinds",
@@ -353,5 +342,5 @@ def test_plain_json_writes_what_json_dumps_writes():
         [],
     ):
         expected = json.dumps(value, separators=(",", ":"))
-        written = values.plain_json(value)
+        written = encoding.plain_json(value)
         assert (written.decode() if isinstance(written, bytes) else written) == expected

@@ -10,8 +10,8 @@ from flask import Response, request, stream_with_context
 
 from blueprints.dashboard.base import PER_PAGE, bp, done, page, page_number
 from dashboard import tables
+from encoding import text_value
 from errors import APIError, Rest
-from values import text_value
 
 
 @bp.get("/tables")

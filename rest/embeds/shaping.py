@@ -5,8 +5,8 @@ import functools
 import operator
 from dataclasses import dataclass
 
+from encoding import json_columns, row_shape
 from query.tree import SelectItem
-from values import json_columns, row_shape
 
 
 def item_key(item):

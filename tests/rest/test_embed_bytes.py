@@ -13,7 +13,7 @@ import pytest
 import sqlalchemy as sa
 
 import blueprints.rest
-import values
+import encoding
 from support import Api
 
 TABLES = """
@@ -123,7 +123,7 @@ READS = [
     "b_owners?select=*,b_items(count)&order=id&limit=2&offset=1",
     "b_items?select=id,owner:b_owners(big,raw),b_tags(meta,amount)&owner_id=not.is.null&order=id",
 ]
-# Reads whose values are all text, integers and nulls (encoded by values.plain_json), with
+# Reads whose values are all text, integers and nulls (encoded by encoding.plain_json), with
 # characters past ASCII, DEL and control characters in them: (path, Accept header).
 PLAIN_READS = [
     ("b_items?select=id,title,owner:b_owners(id,name),b_tags(label)&order=id", None),
@@ -169,7 +169,7 @@ def test_plain_reads_answer_the_same_bytes_by_the_faster_encoder(api, monkeypatc
 
     def plain_json(value):
         encoded.append(value)
-        return values.plain_json(value)
+        return encoding.plain_json(value)
 
     monkeypatch.setattr(blueprints.rest, "plain_json", plain_json)
     for (path, accept), expected in zip(PLAIN_READS, PLAIN_EXPECTED, strict=True):
