@@ -35,13 +35,13 @@ class Base(DeclarativeBase):
 @dataclass
 class Schema:
     """The reflected exposed tables, when each name was last looked up, the prepared plans of reads
-    (rest.reflection.read_plan), most recently used last, and their filters' walks."""
+    (rest.plans.read_plan), most recently used last, and their filters' walks."""
 
     tables: dict = field(default_factory=dict)
     checked: dict = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     plans: OrderedDict = field(default_factory=OrderedDict)
-    walks: dict = field(default_factory=dict)  # (table, filters) -> their sql.Where (reflection.walked)
+    walks: dict = field(default_factory=dict)  # (table, filters) -> their sql.Where (plans.walked)
 
 
 @dataclass

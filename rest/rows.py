@@ -13,7 +13,7 @@ from database import transactions
 from encoding import json_rows
 from errors import APIError, Rest
 from query import params, resolve, tree
-from rest import embeds, policies, reads, reflection, refusals, writes
+from rest import embeds, plans, policies, reads, reflection, refusals, writes
 from rest.refusals import client_error, database_error
 from values import BadValue, body_converter, body_value
 
@@ -179,8 +179,8 @@ def _check_not_embedded(write):
 def _select(table, access, request):
     if not request.query.plain:
         return _select_embedded(table, access, request)
-    plan, values = reflection.read_plan(table, request.query, access.action, request.offset, request.limit)
-    found, total = reflection.run_plan(plan, values, rows=request.limit != 0, count=request.count)
+    plan, values = plans.read_plan(table, request.query, access.action, request.offset, request.limit)
+    found, total = plans.run_plan(plan, values, rows=request.limit != 0, count=request.count)
     found = json_rows(plan.shape, found or ())
     return _page(request.media, plan.items, found, total)
 

@@ -10,8 +10,9 @@ from encoding import json_rows, json_value, row_shape
 from extensions import db, state
 from query import resolve, tree
 from rest import policies
+from rest.plans import MAX_PLANS
 from rest.reads import also, chunks, fetch, filtered, plain_rows, select_rows
-from rest.reflection import MAX_PLANS, dialect, primary_key
+from rest.reflection import dialect, primary_key
 
 
 @dataclass(frozen=True)

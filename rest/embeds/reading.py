@@ -1,5 +1,5 @@
 """Reading: an embedded read's queries, planned and prepared once per shape of request as a plain
-read's are (rest/reflection.py), run with each request's values; and a write's rows read back with
+read's are (rest/plans.py), run with each request's values; and a write's rows read back with
 their embeds in its transaction."""
 
 import itertools
@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from database import statements
 from extensions import db
 from query import resolve, sql
-from rest import policies, reads, reflection
+from rest import plans, policies, reads, reflection
 from rest.embeds.levels import Level, all_of, present
 from rest.embeds.planner import plan
 from rest.embeds.shaping import item_key, shape
@@ -30,7 +30,7 @@ class _Outline:
 @dataclass(frozen=True)
 class Plan:
     """An embedded read's top statements, prepared once for every request of its shape, as
-    reflection.Plan is for a plain read: the page and its count, each (statement, its Prepared or
+    plans.Plan is for a plain read: the page and its count, each (statement, its Prepared or
     None), and the Level tree whose Childs prepare their own queries, one per number of keys."""
 
     level: Level
@@ -58,7 +58,7 @@ def read(table, query, who, grant, offset, limit, count=False):
 
 
 def _planned(table, query, who, grant, offset, limit):
-    """The Plan of a read, from the cache kept with reflection's plans, and the request's values.
+    """The Plan of a read, from the cache the plain reads' plans are kept in, and the request's values.
     A select's Level tree is planned once (again when one of its tables is reflected again); each
     request then authorizes every embedded table and converts the filters' values, in the order
     the Planner does, which also gives the shape that picks the Plan."""
@@ -73,7 +73,7 @@ def _planned(table, query, who, grant, offset, limit):
     with cache.lock:
         if cache.plans.get(key) is not outline:
             cache.plans[key] = outline
-            while len(cache.plans) > reflection.MAX_PLANS:
+            while len(cache.plans) > plans.MAX_PLANS:
                 cache.plans.popitem(last=False)
         elif key in cache.plans:
             cache.plans.move_to_end(key)
@@ -129,7 +129,7 @@ def _bind(level, scopes, who, values, signature):
             _grant(child.junction_policy, who, values, signature)
     nodes = scopes.get(level.path)
     if nodes:
-        built = reflection.walked(reflection.schema(), level.table, tuple(nodes))
+        built = plans.walked(reflection.schema(), level.table, tuple(nodes))
         signature.append(built.shape)
         values.update({level.prefix + name: value for name, value in built.values.items()})
 

@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from blueprints import rest_request
 from database import statements
 from extensions import db, state
-from rest import reflection
+from rest import plans, reflection
 from support import Api
 
 
@@ -61,13 +61,13 @@ def test_a_table_reflected_again_gets_new_plans(rest, monkeypatch):
 
 
 def test_plans_are_bounded(rest, monkeypatch):
-    monkeypatch.setattr(reflection, "MAX_PLANS", 3)
+    monkeypatch.setattr(plans, "MAX_PLANS", 3)
     for column in ("id", "name", "price", "qty", "code", "note"):
         assert rest.anon.get(f"/rest/v1/items?{column}=is.null").status_code == 200
     with rest.app.app_context():
-        plans = state().schema.plans
-        assert len(plans) == 3
-        assert [key[1][0][0] for key in plans] == ["qty", "code", "note"]  # the most recently used
+        kept = state().schema.plans
+        assert len(kept) == 3
+        assert [key[1][0][0] for key in kept] == ["qty", "code", "note"]  # the most recently used
 
 
 # --- prepared plans run straight on the DBAPI (database.statements.prepare)
@@ -220,7 +220,7 @@ def test_floats_read_with_no_conversion_left_where_the_driver_reads_floats(rest)
 
 
 # --- a read parsed once per query string and headers (blueprints.rest_request.parse_read), its filters
-# walked once per table (reflection.walked)
+# walked once per table (plans.walked)
 
 EVERY_ITEM = ["Apple", "apple pie", "Banana", "cherry_tart", "Date"]
 
@@ -279,7 +279,7 @@ def test_a_filters_walk_is_of_the_table_as_reflected_now(rest, monkeypatch):
 
 
 def test_walks_are_bounded(rest, monkeypatch):
-    monkeypatch.setattr(reflection, "MAX_WALKS", 3)
+    monkeypatch.setattr(plans, "MAX_WALKS", 3)
     for n in range(1, 6):
         assert names(rest.anon.get(f"/rest/v1/items?id=eq.{n}&select=name")) == [EVERY_ITEM[n - 1]]
     with rest.app.app_context():
