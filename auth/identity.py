@@ -33,13 +33,13 @@ SECRET_KEY_PREFIX = "sb_secret_"
 OPAQUE_KEY_PREFIX = "sb_"
 
 
-def api_key_role(key, secret=None):
+def api_key_role(key, keys=None):
     """anon or service_role for a valid API key, else None: a JWT key (anon or service_role,
-    signed with JWT_SECRET, or `secret` when the caller has it at hand) or one of PUBLISHABLE_KEYS
-    (anon) and SECRET_KEYS (service_role)."""
+    signed with JWT_SECRET or one of JWT_SIGNING_KEYS; `keys` is JWT_KEYS when the caller has it at
+    hand) or one of PUBLISHABLE_KEYS (anon) and SECRET_KEYS (service_role)."""
     if key.startswith(OPAQUE_KEY_PREFIX):
         return opaque_key_role(key)
-    return tokens.api_key_role(key, setting("JWT_SECRET") if secret is None else secret)
+    return tokens.api_key_role(key, setting("JWT_KEYS") if keys is None else keys)
 
 
 def opaque_key_role(key):

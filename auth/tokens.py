@@ -86,20 +86,25 @@ def api_key(role, secret):
     return jwt.encode(claims, secret, algorithm=ALGORITHM)
 
 
-def api_key_role(token, secret):
-    """The role of a valid API key, or None when `token` is not one."""
-    role, expires = _verified_api_key(token, secret)
+def api_key_role(token, keys):
+    """The role of a valid API key, or None when `token` is not one. `keys`: the keyring (JWT_KEYS),
+    or the JWT secret alone."""
+    role, expires = _verified_api_key(token, keys)
     return role if role is not None and expires > now() else None
 
 
 @functools.lru_cache(maxsize=256)
-def _verified_api_key(token, secret):
+def _verified_api_key(token, keys):
     """(role, exp) of a well-signed API key, or (None, 0). As at Supabase, any issuer will do and a
     key without `exp` never expires: a self-hosted Supabase's keys keep working when its secret is
-    kept. Every request carries the same few keys, so their verification is remembered; only expiry
-    is checked each time."""
+    kept. A key with a kid is verified as an access token is, by the signing key it names (the
+    Supabase CLI signs its anon and service_role keys with its RS256 key). Every request carries the
+    same few keys, so their verification is remembered; only expiry is checked each time."""
+    if not token.isascii():  # before the header is read: pyjwt cannot even encode some other text
+        return None, 0
     try:
-        claims = _verify(token, secret, ["role"], issuer=None)
+        key, algorithms = (keys, [ALGORITHM]) if isinstance(keys, str) else verification_key(token, keys)
+        claims = _verify(token, key, ["role"], issuer=None, algorithms=algorithms)
     except TokenError:
         return None, 0
     if claims["role"] not in API_KEY_ROLES or "aud" in claims or "sub" in claims:

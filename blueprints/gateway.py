@@ -85,7 +85,7 @@ def before():
     audit.begin(client_ip(asked), door(asked.path))
     if (refused := asked.environ.get(REFUSED_BY_SERVER)) is not None:
         raise refused  # the server could not read the request (runtime.server.Refusal)
-    return answer_preflight(asked) or require_api_key(asked, context, config["JWT_SECRET"])
+    return answer_preflight(asked) or require_api_key(asked, context, config["JWT_KEYS"])
 
 
 def request_id(asked, trusted_proxies):
@@ -125,10 +125,10 @@ def answer_preflight(asked):
     return None
 
 
-def require_api_key(asked, context, secret):
+def require_api_key(asked, context, keys):
     """before_request: every /auth/v1, /rest/v1 and /storage/v1 request carries a valid key, but a browser's
-    preflight and the OPEN_ROUTES. The key's role goes to `context` (the request's `g`); `secret` is
-    JWT_SECRET."""
+    preflight and the OPEN_ROUTES. The key's role goes to `context` (the request's `g`); `keys` is
+    JWT_KEYS."""
     path, method = asked.path, asked.method
     if not path.startswith(PROTECTED_PREFIXES) or method == "OPTIONS":
         return
@@ -145,7 +145,7 @@ def require_api_key(asked, context, secret):
             details="",  # Supabase's gateway, not PostgREST, says it
             api="rest",
         )
-    role = api_key_role(key, secret)
+    role = api_key_role(key, keys)
     if role is None:
         raise APIError(
             401,

@@ -82,7 +82,7 @@ def allowed(config):
     if not key:
         message = "Metrics need the service key or an address in METRICS_ALLOW"
         raise APIError(401, Auth.NO_AUTHORIZATION, message, api="auth")
-    if api_key_role(key, config["JWT_SECRET"]) != "service_role":
+    if api_key_role(key, config["JWT_KEYS"]) != "service_role":
         raise APIError(403, Auth.NOT_ADMIN, "Metrics need the service key", api="auth")
 
 

@@ -235,6 +235,50 @@ def test_an_oct_key_signs_hs256_with_its_kid_while_rsa_keys_only_verify(make):
     assert accepted_everywhere(swapped, token)  # the oct key's tokens keep verifying
 
 
+def cli_key(role, key=RSA_C, **changes):
+    """An API key as the Supabase CLI makes one from its signing key (auth-js's test/lib/clients.ts):
+    RS256 with the key's kid, iss supabase-demo."""
+    signer = signing_keys.load([key], SECRET).signing
+    claims = {"iss": "supabase-demo", "role": role, "iat": 1768925145, "exp": 1983812996, **changes}
+    head = {"kid": key["kid"]}
+    return jwt.encode(claims, signer.private_key, algorithm=signer.algorithm, headers=head)
+
+
+def test_api_keys_signed_by_a_listed_key_are_keys_and_forgeries_of_them_are_not(make):
+    """The Supabase CLI signs its anon and service_role keys with its RS256 signing key; such a key
+    is verified by the listed key its kid names, with that key's one algorithm, as tokens are."""
+    api = make(EC_A, standby(RSA_C))
+    anon, service = cli_key("anon"), cli_key("service_role")
+    assert Api(api.app, anon).get("/auth/v1/settings").status_code == 200
+    assert Api(api.app, service).get("/rest/v1/notes").status_code == 200
+    assert Api(api.app, service).get("/storage/v1/bucket").status_code == 200
+    assert Api(api.app, anon).get("/auth/v1/admin/users", token=anon).status_code == 403
+    assert Api(api.app, service).get("/auth/v1/admin/users", token=service).status_code == 200
+    assert identity.api_key_role(service, api.app.config["JWT_KEYS"]) == "service_role"
+    claims = jwt.decode(anon, options={"verify_signature": False})
+    public = public_pem(RSA_C)
+    forged = {
+        "unknown kid": cli_key("anon", {**RSA_C, "kid": "key-x"}),
+        "known kid, other key": jwt.encode(
+            claims, signing_keys.load([EC_B], SECRET).signing.private_key, "ES256", headers={"kid": "key-c"}
+        ),
+        "JWT_SECRET under the key's kid": jwt.encode(claims, SECRET, "HS256", headers={"kid": "key-c"}),
+        "public key as an HS256 secret": hmac_token({"alg": "HS256", "kid": "key-c"}, claims, public),
+        "alg none": f"{b64url(json.dumps({'alg': 'none', 'kid': 'key-c'}).encode())}."
+        f"{b64url(json.dumps(claims).encode())}.",
+        "expired": cli_key("anon", exp=1700000000),
+        "a user's claims": cli_key("anon", sub="1", aud="authenticated"),
+        "another role": cli_key("supabase_admin"),
+    }
+    for kind, key in forged.items():
+        response = Api(api.app, key).get("/auth/v1/settings")
+        assert response.status_code == 401 and response.json["message"] == "Invalid API key", kind
+        assert Api(api.app, anon).get("/auth/v1/settings").status_code == 200, kind
+    retired = make(EC_A)
+    refused = Api(retired.app, anon).get("/auth/v1/settings")
+    assert refused.status_code == 401 and refused.json["message"] == "Invalid API key"
+
+
 # --- the setting, checked at start
 
 
