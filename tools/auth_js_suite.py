@@ -1,0 +1,178 @@
+"""auth-js's own passkey specs against minibase: test/passkey.e2e.test.ts whole and the `WebAuthn MFA`
+block of test/GoTrueClient.test.ts, by `python tools/auth_js_suite.py [CHECKOUT]`, where CHECKOUT
+is a clone of github.com/supabase/supabase-js at the tag tests/js/package.json pins (v2.109.0);
+without one, that tag's source is downloaded from GitHub once into tests/js/auth-js/.source/.
+
+The spec files and their helpers (test/lib/, the software authenticator) run unchanged. What they
+ran against is replaced: the Supabase CLI's auth (test/supabase/config.toml) by `python wsgi.py`
+set up as that file's [auth] sections are (RP id `localhost`, origin http://localhost:5173,
+passkeys, WebAuthn MFA and anonymous sign-ins on, manual linking off), signing with the RSA key the
+suite's own test/generate-signing-keys.js makes, as the CLI does; it listens on a free port, and
+tests/js/auth-js/cli-url.js, run by jest before each spec file, sends the specs' requests for the
+CLI's http://127.0.0.1:54321/auth/v1 there. jest's config is tests/js/auth-js/jest.config.js, its
+packages tests/js/auth-js/package-lock.json's, installed with npm ci."""
+
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import urllib.request
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tools.servers import free_port, spawn, stop, wait_until_up  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+SUITE = ROOT / "tests" / "js" / "auth-js"
+TAG = "v2.109.0"
+ARCHIVE = f"https://codeload.github.com/supabase/supabase-js/tar.gz/refs/tags/{TAG}"
+PACKAGE = Path("packages") / "core" / "auth-js"
+SPECS = ("test/passkey.e2e.test.ts", "test/GoTrueClient.test.ts")
+# jest's -t: the passkey file's one describe block, and GoTrueClient.test.ts's WebAuthn MFA block.
+BLOCKS = "^(Passkey end-to-end|WebAuthn MFA) "
+# test/supabase/config.toml's [auth] and [auth.*] sections, in minibase's (GoTrue's) setting names.
+CLI_SETTINGS = {
+    "JWT_SECRET": "super-secret-jwt-token-with-at-least-32-characters-long",
+    "SITE_URL": "http://127.0.0.1:3000",
+    "REDIRECT_ALLOW_LIST": "https://127.0.0.1:3000,http://localhost:5173",
+    "JWT_EXPIRY": "3600",
+    "REFRESH_TOKEN_REUSE_INTERVAL": "10",
+    "MAILER_AUTOCONFIRM": "true",
+    "ANONYMOUS_USERS_ENABLED": "true",
+    "SECURITY_MANUAL_LINKING_ENABLED": "false",
+    "MFA_WEB_AUTHN_ENROLL_ENABLED": "true",
+    "MFA_WEB_AUTHN_VERIFY_ENABLED": "true",
+    "PASSKEY_ENABLED": "true",
+    "WEBAUTHN_RP_DISPLAY_NAME": "auth-js tests",
+    "WEBAUTHN_RP_ID": "localhost",
+    "WEBAUTHN_RP_ORIGINS": "http://localhost:5173",
+    "UUID_USER_IDS": "true",  # GoTrue's ids are UUIDs; auth-js's admin calls refuse any other id
+    "RATE_LIMITS": "off",  # the CLI's limits are raised for tests; one run stays far below them
+}
+
+
+def source(checkout=None):
+    """The supabase-js source: `checkout`, or the tag's archive, downloaded once."""
+    if checkout:
+        return Path(checkout)
+    kept = SUITE / ".source" / TAG  # hidden: the docs' link checks walk the project
+    if not (kept / PACKAGE / "package.json").exists():
+        with urllib.request.urlopen(ARCHIVE, timeout=120) as answer:  # noqa: S310 - a fixed https URL
+            data = answer.read()
+        wanted = (f"{PACKAGE.as_posix()}/", "tsconfig.base.json")
+        with tarfile.open(fileobj=io.BytesIO(data)) as archive:
+            members = []
+            for member in archive.getmembers():
+                inner = member.name.partition("/")[2]
+                if inner.startswith(wanted) and ".." not in inner and (member.isfile() or member.isdir()):
+                    member.name = inner
+                    members.append(member)
+            archive.extractall(kept, members=members, filter="data")
+    return kept
+
+
+def install():
+    """The suite's node packages, as tests/js/auth-js/package-lock.json pins them."""
+    if not (SUITE / "node_modules" / ".bin" / "jest").exists():
+        subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=SUITE, check=True, capture_output=True,
+                       timeout=600)  # fmt: skip
+
+
+def prepare(checkout):
+    """The package copied under tests/js/auth-js/.work (its node_modules found up the tree), with a
+    fresh signing key made by the suite's own generator, and jest configured."""
+    work = SUITE / ".work"  # hidden: the docs' link checks walk the project
+    shutil.rmtree(work, ignore_errors=True)
+    package = work / PACKAGE
+    ignored = shutil.ignore_patterns("node_modules", "dist", "coverage", "signing_keys.json")
+    shutil.copytree(checkout / PACKAGE, package, ignore=ignored)
+    shutil.copy(checkout / "tsconfig.base.json", work / "tsconfig.base.json")
+    for name in ("jest.config.js", "cli-url.js"):
+        shutil.copy(SUITE / name, package / name)
+    subprocess.run(["node", "test/generate-signing-keys.js"], cwd=package, check=True, capture_output=True,
+                   timeout=60)  # fmt: skip
+    return package
+
+
+def start(package, workdir):
+    """`python wsgi.py` as the CLI's auth is set up, on a free port: (process, its /auth/v1 URL)."""
+    port = free_port()
+    keys = json.loads((package / "test" / "supabase" / "signing_keys.json").read_text())
+    env = {
+        **os.environ,
+        **CLI_SETTINGS,
+        "JWT_SIGNING_KEYS": json.dumps(keys),
+        "HOST": "127.0.0.1",
+        "PORT": str(port),
+        "DATABASE_URL": f"sqlite:///{workdir}/minibase.db",
+        "STORAGE_ROOT": str(workdir / "storage"),
+        "BCRYPT_ROUNDS": "4",  # every test signs a user up; the cost is not what is tested
+    }
+    process = spawn([sys.executable, "wsgi.py"], workdir / "minibase.log", cwd=ROOT, env=env)
+    try:
+        wait_until_up(process, f"http://127.0.0.1:{port}/health", "minibase")
+    except SystemExit:
+        stop(process)
+        said = (workdir / "minibase.log").read_text()[-3000:]
+        raise RuntimeError(f"minibase did not start:\n{said}") from None
+    return process, f"http://127.0.0.1:{port}/auth/v1"
+
+
+def run(checkout=None):
+    """Run the specs; jest's JSON report."""
+    install()
+    package = prepare(source(checkout))
+    workdir = Path(tempfile.mkdtemp(prefix="minibase-auth-js-"))
+    process, url = start(package, workdir)
+    try:
+        report = package / "jest.json"
+        env = {**os.environ, "MINIBASE_AUTH_URL": url}
+        jest = str(SUITE / "node_modules" / ".bin" / "jest")
+        command = [jest, "--runInBand", "--json", f"--outputFile={report}", "-t", BLOCKS, *SPECS]
+        done = subprocess.run(command, cwd=package, env=env, capture_output=True, text=True, timeout=900)
+        if not report.exists():
+            raise RuntimeError(f"jest wrote no report:\n{done.stderr[-3000:]}")
+        return json.loads(report.read_text())
+    finally:
+        stop(process)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def failures(results):
+    return [
+        f"{test['fullName']}: {' '.join(test['failureMessages'])[:600]}"
+        for suite in results["testResults"]
+        for test in suite["assertionResults"]
+        if test["status"] == "failed"
+    ] + [suite["message"][:1000] for suite in results["testResults"] if suite.get("status") == "failed"
+         and not suite["assertionResults"]]  # fmt: skip
+
+
+def counts(results):
+    """{block: (passed, run)} of the blocks BLOCKS selects (the rest of GoTrueClient.test.ts is skipped)."""
+    found = {}
+    for suite in results["testResults"]:
+        for test in suite["assertionResults"]:
+            if test["status"] in ("passed", "failed"):
+                block = test["ancestorTitles"][0]
+                passed, ran = found.get(block, (0, 0))
+                found[block] = (passed + (test["status"] == "passed"), ran + 1)
+    return found
+
+
+def main(checkout=None):
+    results = run(checkout)
+    for block, (passed, ran) in counts(results).items():
+        print(f"{block}: {passed} of {ran} passed")
+    for failure in failures(results):
+        print(f"  FAILED {failure}")
+    return results
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else None)
