@@ -16,7 +16,7 @@ from auth import mail, signing_keys, tokens
 from backups import make
 from blueprints import gateway, responses
 from blueprints.request import Request
-from database import connections, migration_lock, transactions
+from database import connections, failures, migration_lock, transactions
 from extensions import Minibase, cors, db, limiter, migrate
 from live import topics
 from models import users_table
@@ -225,7 +225,7 @@ def prepare_database():
         log.error(
             "the database at %s is not answering (%s): answering 503 until it does",
             where,
-            transactions.describe(exc),
+            failures.describe(exc),
         )
         return False
     return True

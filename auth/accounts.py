@@ -10,7 +10,7 @@ from auth import audit, identity, sessions, tokens
 from auth.passwords import MIN_LENGTH, family, hash_password
 from auth.users import load_user, user_object
 from config import setting
-from database.transactions import error_code
+from database.failures import error_code
 from errors import APIError, Auth, user_not_found, validation_failed
 from extensions import db, limiter
 from models import (

@@ -27,7 +27,7 @@ from sqlalchemy.exc import DBAPIError
 
 from auth import encryption, hooks, mail, tokens
 from config import setting
-from database import transactions
+from database import failures, transactions
 from errors import APIError
 from extensions import db
 from models import OutgoingMail
@@ -92,7 +92,7 @@ def _sent(row_id, claimant):
         transactions.write(_delete, row_id, claimant)
     except DBAPIError as exc:
         log.error("mail %s was sent but not recorded as sent (%s): it may be sent again", row_id,
-                  transactions.describe(exc))  # fmt: skip
+                  failures.describe(exc))  # fmt: skip
 
 
 def _delete(row_id, claimant):
@@ -188,7 +188,7 @@ def _send_until(app, stop):
                 send_pending(claimant)
             except DBAPIError as exc:
                 log.warning("sending pending e-mail: the database is not answering (%s)",
-                            transactions.describe(exc))  # fmt: skip
+                            failures.describe(exc))  # fmt: skip
             except Exception:
                 log.exception("sending pending e-mail failed")
             try:

@@ -18,7 +18,7 @@ import metrics
 from auth import audit
 from auth.identity import Identity, api_key_role, identify, is_secret_key
 from blueprints import responses
-from database import transactions
+from database import failures, transactions
 from errors import REFUSED_BY_SERVER, APIError, Auth, Rest, Storage, bad_jwt, no_authorization, storage_error
 from extensions import client_ip
 
@@ -270,7 +270,7 @@ def end_transaction(response):
             "database unavailable at the end of %s %s: %s",
             request.method,
             request.path,
-            transactions.describe(exc),
+            failures.describe(exc),
         )
         return current_app.make_response(responses.unavailable())
     return response

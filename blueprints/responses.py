@@ -12,8 +12,8 @@ from werkzeug.exceptions import HTTPException
 
 import metrics
 from auth import tokens
-from database.transactions import describe
-from database.transactions import unavailable as not_answering
+from database.failures import describe
+from database.failures import unavailable as not_answering
 from errors import OBJECT_TOO_LARGE, APIError, Auth, Rest, Storage, storage_error
 
 log = logging.getLogger("minibase")

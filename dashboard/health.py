@@ -15,7 +15,7 @@ import sqlalchemy as sa
 
 import config
 from config import setting
-from database import transactions
+from database import failures, transactions
 from extensions import db, state
 from storage import files
 
@@ -41,7 +41,7 @@ def _database():
     try:
         transactions.read(lambda: db.session.execute(sa.text("SELECT 1")).scalar())
     except sa.exc.SQLAlchemyError as exc:
-        return Check("Database", False, f"not answering ({transactions.describe(exc)})")
+        return Check("Database", False, f"not answering ({failures.describe(exc)})")
     return Check("Database", True, f"answering ({db.engine.dialect.name})")
 
 

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from sqlalchemy.exc import DBAPIError
 
-from database.transactions import RETRYABLE_CODES, error_code, on_connection
+from database.failures import RETRYABLE_CODES, error_code
+from database.transactions import on_connection
 
 LOCK_TABLE = "minibase_migration_lock"
 LEASE_SECONDS = 60  # how long a lease lasts unrenewed: an instance killed while migrating holds others back

@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError
 
 import metrics
-from database import transactions
+from database import failures, transactions
 from extensions import db, state
 
 # A span around a statement run straight on a DBAPI connection (SQL, database name) -> a context
@@ -40,10 +40,10 @@ def prepared(values, *statements):
         try:
             return run_prepared(engine, values, *statements, own=cache.own)
         except DBAPIError as exc:
-            transactions.counted(exc)
+            failures.counted(exc)
             if (
                 attempt == transactions.ATTEMPTS
-                or not transactions.retryable(exc)
+                or not failures.retryable(exc)
                 or not transactions.paused_for_another_attempt(attempt)
             ):
                 raise

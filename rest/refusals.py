@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-from database.transactions import error_code
+from database.failures import error_code
 from errors import APIError, Rest
 from extensions import db
 from query import tree

@@ -16,7 +16,7 @@ import logging
 import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
-from database import transactions
+from database import failures, transactions
 from encoding import json_rows, json_value, row_shape
 from errors import APIError, Rest
 from extensions import db
@@ -284,7 +284,7 @@ def _column_type(value):
 
 def _database_error(function, exc):
     """The 4xx or 5xx for what the database refused of a function's statement."""
-    code = transactions.error_code(exc)
+    code = failures.error_code(exc)
     text = str(getattr(exc, "orig", "")).lower()
     if code == MYSQL_READ_ONLY or "readonly database" in text or "read-only" in text:
         return APIError(
@@ -297,7 +297,7 @@ def _database_error(function, exc):
         )
     if isinstance(exc, sa.exc.DataError):
         return APIError(400, Rest.INVALID_TEXT, f"an argument of function {function.name} does not fit")
-    if transactions.unavailable(exc):
+    if failures.unavailable(exc):
         return exc  # the database is not answering: the usual 503
     log.error("function %s: its SQL failed: %s", function.name, type(exc.orig).__name__)
     return APIError(500, Rest.MISCONFIGURED, f"Function '{function.name}' is misconfigured on the server")

@@ -288,7 +288,7 @@ def test_a_bad_metrics_allow_is_refused_at_start():
 
 def test_database_retries_and_503s_are_counted(make_app, service_key, anon_key):
     from blueprints import responses
-    from database import transactions
+    from database import failures
 
     app = make_app(METRICS=True)
     client = app.test_client()
@@ -296,7 +296,7 @@ def test_database_retries_and_503s_are_counted(make_app, service_key, anon_key):
     with app.test_request_context("/rest/v1/items"):
         responses.unavailable()
         with pytest.raises(sa.exc.OperationalError):
-            transactions.counted(deadlock())
+            failures.counted(deadlock())
             raise deadlock()
     after = scrape(client, apikey=service_key)
     assert after[("minibase_db_timeouts_total", ())] - before[("minibase_db_timeouts_total", ())] == 1

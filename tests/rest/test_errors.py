@@ -8,7 +8,7 @@ import random
 import pytest
 import sqlalchemy as sa
 
-from database import transactions
+from database import failures
 from rest import reflection
 from support import assert_rest_error
 
@@ -238,7 +238,7 @@ def test_a_query_the_database_refuses_is_a_400_not_a_503(rest, query, refused_by
 
 
 def test_only_a_database_that_does_not_answer_is_unavailable(tmp_path):
-    """transactions.unavailable on real SQLite errors: a statement refused is not an outage, a file
+    """failures.unavailable on real SQLite errors: a statement refused is not an outage, a file
     that cannot be opened is."""
     refused = sa.create_engine(f"sqlite:///{tmp_path / 'db.sqlite'}")
     with pytest.raises(sa.exc.OperationalError) as bad_statement:
@@ -247,8 +247,8 @@ def test_only_a_database_that_does_not_answer_is_unavailable(tmp_path):
     gone = sa.create_engine(f"sqlite:///{tmp_path / 'missing' / 'db.sqlite'}")
     with pytest.raises(sa.exc.OperationalError) as no_file:
         gone.connect()
-    assert not transactions.unavailable(bad_statement.value)
-    assert transactions.unavailable(no_file.value)
+    assert not failures.unavailable(bad_statement.value)
+    assert failures.unavailable(no_file.value)
     refused.dispose()
     gone.dispose()
 
