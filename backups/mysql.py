@@ -23,6 +23,8 @@ import pymysql.converters
 import sqlalchemy as sa
 from pymysql.cursors import SSCursor
 
+from database import transactions
+
 BATCH_BYTES = 1024 * 1024  # an INSERT's size at most: well under max_allowed_packet (16 MB by default)
 SECONDS = 3600  # a read or write on the dump's connection: a large table's rows, a long COMMIT
 DEFINER = re.compile(r"\s*DEFINER\s*=\s*(`(?:[^`]|``)*`|'[^']*'|\S+)@(`(?:[^`]|``)*`|'[^']*'|\S+)", re.I)
@@ -213,15 +215,18 @@ def _replay(connection, cursor, file):
     """The tables made, then every row in one transaction, then views, routines and triggers."""
     for entry in _entries(file, "table"):
         cursor.execute(entry["sql"])
-    cursor.execute("START TRANSACTION")
-    for entry in _entries(file, "rows"):
-        cursor.execute(entry["sql"])
-    connection.commit()
+    transactions.on_connection(connection, _insert_rows, cursor, file)
     _make_views(cursor, list(_entries(file, "view")))
     for entry in (*_entries(file, "routine"), *_entries(file, "trigger")):
         cursor.execute("SET SESSION sql_mode = %s", (entry["sql_mode"],))
         cursor.execute(entry["sql"])
     cursor.execute(f"SET SESSION sql_mode = '{RESTORE_MODE}'")
+
+
+def _insert_rows(connection, cursor, file):
+    cursor.execute("START TRANSACTION")
+    for entry in _entries(file, "rows"):
+        cursor.execute(entry["sql"])
 
 
 def _entries(file, kind):

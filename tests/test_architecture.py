@@ -3,6 +3,7 @@ exist: a module added, renamed or removed without its line there fails here. The
 modules are the top-level ones and those of the packages import-linter checks (pyproject.toml's
 root_packages); a package's __init__.py may be listed, and need not be."""
 
+import ast
 import re
 import tomllib
 from pathlib import Path
@@ -65,3 +66,20 @@ def test_no_test_module_imports_another():
             if module.rpartition(".")[2].startswith("test_"):
                 importing.append(f"{path.relative_to(ROOT)} imports {module}")
     assert not importing, importing
+
+
+def test_one_module_commits():
+    """Every commit of the service goes through database/transactions.py. The one other `.commit()`
+    is in the PyMySQL seam's override of the connection's commit: PyMySQL's own COMMIT, called by
+    whoever commits that connection (transactions.py, through SQLAlchemy)."""
+    committing = []
+    for name in sorted(service_modules()):
+        tree = ast.parse((ROOT / name).read_text())
+        for node in ast.walk(tree):
+            if name == "database/pymysql_seam.py" and getattr(node, "name", None) == "commit":
+                node.body = []  # ast.walk below no longer enters it
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "commit":
+                committing.append(f"{name}:{node.lineno}")
+    assert committing, "the check finds no commit at all"
+    assert all(where.startswith("database/transactions.py:") for where in committing), committing
