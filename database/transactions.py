@@ -310,8 +310,9 @@ def commits_by_itself():
 def on_connection(connection, work, *args):
     """`work(connection, *args)` as one transaction on `connection`, a connection of the caller's own
     outside any request (the migration lock's, whose lease must be committed while a migration runs
-    on another; a restore's, a DBAPI connection of its own): committed when it returns, rolled back when it raises; its result. Tried once: the
-    caller decides what a conflict means (waiting for a lease is no retry of a unit of work)."""
+    on another; a restore's, a DBAPI connection of its own): committed when it returns, rolled back
+    when it raises; its result. Tried once: the caller decides what a conflict means (waiting for a
+    lease is no retry of a unit of work)."""
     try:
         result = work(connection, *args)
         connection.commit()
