@@ -1,20 +1,19 @@
 """Third-party providers: where each one's endpoints are, the OAuth 2 authorization code flow
 against them (Authlib's client), verifying their ID tokens against their published keys
-(joserfc, Authlib's JOSE library), and each one's profile as one shape.
+(PyJWT, as every other token of minibase), and each one's profile as one shape.
 
 Nothing here touches the database: a provider is slow or down on its own time, outside any
 transaction. Every failure to talk to a provider is a ProviderError."""
 
 import hashlib
+import math
 import threading
 import time
 from dataclasses import dataclass
 
+import jwt
 import requests
 from authlib.integrations.requests_client import OAuth2Session, OAuthError
-from joserfc import jwt
-from joserfc.errors import JoseError
-from joserfc.jwk import KeySet
 
 from auth import tokens
 from config import PROVIDERS, setting
@@ -23,18 +22,15 @@ TIMEOUT = 10  # seconds for any one call to a provider
 DISCOVERY_LIFETIME = 3600
 JWKS_REFETCH_AFTER = 10  # an unknown `kid` refetches the keys, at most this often (a forged kid
 # must not make every request a call to the provider)
-ID_TOKEN_ALGORITHMS = (
-    "RS256",
-    "RS384",
-    "RS512",
-    "PS256",
-    "PS384",
-    "PS512",
-    "ES256",
-    "ES384",
-    "ES512",
-    "EdDSA",
-)
+# What an ID token may be signed with, by the type of the key that verifies it (a key's own `alg`,
+# when its JWK names one, narrows it to that one).
+KEY_ALGORITHMS = {
+    "RSA": ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512"),
+    "EC": ("ES256", "ES384", "ES512"),
+    "OKP": ("EdDSA",),
+}
+CLOCK_LEEWAY = 30  # seconds a provider's clock may be off ours (exp, nbf, iat)
+REQUIRED_CLAIMS = ("iss", "aud", "exp", "sub")
 # Providers whose ID tokens the id_token grant takes (native sign-in on phones).
 ID_TOKEN_PROVIDERS = ("apple", "azure", "google", "keycloak")
 
@@ -120,7 +116,7 @@ def provider(name):
 
 _lock = threading.Lock()
 _discovered = {}  # issuer -> (fetched at, document)
-_keys = {}  # jwks_uri -> (fetched at, KeySet)
+_keys = {}  # jwks_uri -> (fetched at, [Key])
 
 
 def _get_json(url, **kwargs):
@@ -146,19 +142,45 @@ def discovery(issuer):
     return document
 
 
+@dataclass(frozen=True)
+class Key:
+    """A provider's published verification key: its `kid`, the algorithms it may verify, the key."""
+
+    kid: str | None
+    algorithms: tuple
+    key: object
+
+
 def _key_set(jwks_uri, refetch=False):
     with _lock:
         cached = _keys.get(jwks_uri)
     stale = cached is None or (refetch and time.monotonic() - cached[0] >= JWKS_REFETCH_AFTER)
     if not stale:
         return cached[1]
-    try:
-        keys = KeySet.import_key_set(_get_json(jwks_uri))
-    except (JoseError, ValueError, TypeError, KeyError) as exc:
-        raise ProviderError(f"{jwks_uri}: unusable key set: {exc.__class__.__name__}") from None
+    document = _get_json(jwks_uri)
+    published = document.get("keys") if isinstance(document, dict) else None
+    keys = [key for key in map(_imported, published if isinstance(published, list) else []) if key]
+    if not keys:
+        raise ProviderError(f"{jwks_uri}: unusable key set: no signing key minibase can use")
     with _lock:
         _keys[jwks_uri] = (time.monotonic(), keys)
     return keys
+
+
+def _imported(jwk):
+    """A Key of a published JWK, or None for one that is not an RSA, EC or OKP public key that can
+    verify (a key of a type not understood is left out, as RFC 7517 asks, not the whole set)."""
+    if not isinstance(jwk, dict) or jwk.get("use", "sig") != "sig" or jwk.get("kty") not in KEY_ALGORITHMS:
+        return None
+    algorithms = KEY_ALGORITHMS[jwk["kty"]]
+    if "alg" in jwk:
+        algorithms = (jwk["alg"],) if jwk["alg"] in algorithms else ()
+    try:
+        key = jwt.PyJWK(jwk, algorithms[0] if algorithms else None).key
+    except (jwt.PyJWTError, ValueError, TypeError, KeyError):
+        return None
+    kid = jwk.get("kid")
+    return Key(kid if isinstance(kid, str) else None, algorithms, key) if algorithms else None
 
 
 # --- ID tokens
@@ -172,37 +194,63 @@ def verify_id_token(chosen, id_token, nonce=None):
     if not isinstance(id_token, str) or not id_token.isascii():
         raise BadIdToken("not a JWT")
     try:
-        token = _decode(id_token, meta["jwks_uri"])
-    except JoseError as exc:
-        raise BadIdToken(f"bad signature or format ({exc.error})") from None
-    claims = token.claims
+        header = jwt.get_unverified_header(id_token)
+        # Azure's multi-tenant issuer names the tenant in each token: the issuer to check is the
+        # token's tenant's, read before the signature (which is then checked against it).
+        unverified = jwt.decode(id_token, options={"verify_signature": False})
+    except jwt.PyJWTError as exc:
+        raise BadIdToken(f"bad signature or format ({exc})") from None
     issuer = meta.get("issuer", chosen.url)
-    if "{tenantid}" in issuer:  # Azure's multi-tenant issuer names the tenant in each token
-        issuer = issuer.replace("{tenantid}", str(claims.get("tid", "")))
-    registry = jwt.JWTClaimsRegistry(
-        now=tokens.now,
-        leeway=30,
-        iss={"essential": True, "value": issuer},
-        aud={"essential": True, "values": list(chosen.client_ids)},
-        exp={"essential": True},
-        sub={"essential": True},
-    )
+    if "{tenantid}" in issuer:
+        issuer = issuer.replace("{tenantid}", str(unverified.get("tid", "")))
+    key = _key_for(header, _key_set(meta["jwks_uri"]))
+    if key is None:  # a key the provider published since we fetched its keys
+        key = _key_for(header, _key_set(meta["jwks_uri"], refetch=True))
+    if key is None:
+        raise BadIdToken("bad signature or format (no published key for the token's kid and alg)")
     try:
-        registry.validate(claims)
-    except JoseError as exc:
-        raise BadIdToken(f"{exc.error}: {exc.description or ''}".strip(": ")) from None
+        claims = jwt.decode(
+            id_token,
+            key.key,
+            algorithms=[header["alg"]],
+            issuer=issuer,
+            audience=list(chosen.client_ids),
+            # times against tokens.now, the one clock, below
+            options={"require": list(REQUIRED_CLAIMS), "verify_exp": False, "verify_nbf": False,
+                     "verify_iat": False},
+        )  # fmt: skip
+    except jwt.PyJWTError as exc:
+        raise BadIdToken(f"bad signature or claims ({exc})") from None
+    _check_times(claims)
     if (claims.get("nonce") or None) != nonce:
         raise BadIdToken("Nonces mismatch")
     return claims
 
 
-def _decode(id_token, jwks_uri):
-    try:
-        return jwt.decode(id_token, _key_set(jwks_uri), algorithms=ID_TOKEN_ALGORITHMS)
-    except JoseError as exc:
-        if exc.error != "invalid_key_id" and "kid" not in str(exc.description or ""):
-            raise
-    return jwt.decode(id_token, _key_set(jwks_uri, refetch=True), algorithms=ID_TOKEN_ALGORITHMS)
+def _key_for(header, keys):
+    """The published key that verifies a token with this header: the one of its `kid` (or the only
+    one, when the token names none) that may verify its `alg`; None when there is none."""
+    kid, alg = header.get("kid"), header.get("alg")
+    named = keys if kid is None and len(keys) == 1 else [key for key in keys if key.kid == kid]
+    return next((key for key in named if alg in key.algorithms), None)
+
+
+def _check_times(claims):
+    """exp, and nbf and iat when present: numbers, and within CLOCK_LEEWAY of ours (an ID token
+    issued in the future, or not valid yet, is refused as one that has expired)."""
+    now = tokens.now()
+    for claim in ("exp", "nbf", "iat"):
+        value = claims.get(claim)
+        if claim != "exp" and value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise BadIdToken(f"invalid_claim: Claim '{claim}' must be a NumericDate value")
+    if claims["exp"] <= now - CLOCK_LEEWAY:
+        raise BadIdToken("expired_token: The token has expired")
+    if claims.get("nbf", -math.inf) > now + CLOCK_LEEWAY:
+        raise BadIdToken("invalid_claim: The token is not yet valid")
+    if claims.get("iat", -math.inf) > now + CLOCK_LEEWAY:
+        raise BadIdToken("invalid_claim: The token was issued in the future")
 
 
 def hashed_nonce(nonce):
