@@ -13,6 +13,7 @@ from auth.passwords import MAX_BYTES
 from errors import APIError, Auth, anonymous_disabled, phone_disabled, validation_failed
 from values import strict_json
 
+E164 = re.compile(r"[1-9][0-9]{1,14}")  # GoTrue's phone format, once "+" and spaces are gone
 # GoTrue fields official clients may send to PUT /user that mean nothing here.
 IGNORED_USER_FIELDS = frozenset(
     {
@@ -306,8 +307,12 @@ class VerifySchema(_Base):
     @pre_load
     def refuse_phone(self, data, **kwargs):
         """A phone's code (verifyOtp({phone, token, type: 'sms'})): no phone user exists here, so it
-        is what GoTrue answers a code that matches nothing."""
+        is what GoTrue answers a code that matches nothing, once the number is E.164 as GoTrue checks
+        first."""
         phone_type = isinstance(data, dict) and data.get("type") in ("sms", "phone_change")
+        phone = data.get("phone") if phone_type else None
+        if isinstance(phone, str) and not E164.fullmatch(phone.removeprefix("+").replace(" ", "")):
+            raise validation_failed("Invalid phone number format (E.164 required)")
         if phone_type or (
             given(data, "phone") and not given(data, "email") and not given(data, "token_hash")
         ):

@@ -78,6 +78,14 @@ REFUSED = [
     (
         "POST",
         "/auth/v1/verify",
+        {"type": "sms", "phone": f"{PHONE}-invalid", "token": "123456"},
+        400,
+        "validation_failed",
+        "Invalid phone number format (E.164 required)",
+    ),
+    (
+        "POST",
+        "/auth/v1/verify",
         {"type": "phone_change", "phone": PHONE, "token": "123456"},
         403,
         "otp_expired",
