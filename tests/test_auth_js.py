@@ -1,5 +1,6 @@
-"""auth-js's own passkey specs, unchanged, against minibase set up as the Supabase CLI's auth the
-suite expects: test/passkey.e2e.test.ts and GoTrueClient.test.ts's `WebAuthn MFA` block, by
+"""auth-js's own passkey and anonymous sign-in specs, unchanged, against minibase set up as the
+Supabase CLI's auth the suite expects: test/passkey.e2e.test.ts, and GoTrueClient.test.ts's
+`WebAuthn MFA` and `signInAnonymously` blocks, by
 tools/auth_js_suite.py. The supabase-js source is AUTH_JS_CHECKOUT (a clone at v2.109.0; a
 FUNCTIONS_JS_CHECKOUT serves too) or the tag's archive, downloaded once into
 tests/js/auth-js/.source/."""
@@ -13,10 +14,10 @@ from tools import auth_js_suite
 
 pytestmark = pytest.mark.slow  # node, jest, and a python wsgi.py
 # Every test of the two blocks, by name: one that stops being selected (renamed, skipped) is seen.
-EXPECTED = {"Passkey end-to-end": 13, "WebAuthn MFA": 8}
+EXPECTED = {"Passkey end-to-end": 13, "WebAuthn MFA": 8, "signInAnonymously": 2}
 
 
-def test_auth_js_s_own_passkey_and_webauthn_mfa_specs_pass_against_minibase():
+def test_auth_js_s_own_passkey_webauthn_mfa_and_anonymous_specs_pass_against_minibase():
     if shutil.which("node") is None or shutil.which("npm") is None:
         if os.environ.get("CI"):
             pytest.fail("CI must run auth-js's specs: install node 20 and npm (.ci/run does)")

@@ -1,7 +1,8 @@
-"""auth-js's own passkey specs against minibase: test/passkey.e2e.test.ts whole and the `WebAuthn MFA`
-block of test/GoTrueClient.test.ts, by `python tools/auth_js_suite.py [CHECKOUT]`, where CHECKOUT
-is a clone of github.com/supabase/supabase-js at the tag tests/js/package.json pins (v2.109.0);
-without one, that tag's source is downloaded from GitHub once into tests/js/auth-js/.source/.
+"""auth-js's own specs against minibase: test/passkey.e2e.test.ts whole, and the `WebAuthn MFA` and
+`signInAnonymously` blocks of test/GoTrueClient.test.ts, by `python tools/auth_js_suite.py [--all]
+[CHECKOUT]` (with --all, every spec file the Supabase CLI's jest config runs), where CHECKOUT is a
+clone of github.com/supabase/supabase-js at the tag tests/js/package.json pins (v2.109.0); without
+one, that tag's source is downloaded from GitHub once into tests/js/auth-js/.source/.
 
 The spec files and their helpers (test/lib/, the software authenticator) run unchanged. What they
 ran against is replaced: the Supabase CLI's auth (test/supabase/config.toml) by `python wsgi.py`
@@ -33,8 +34,11 @@ TAG = "v2.109.0"
 ARCHIVE = f"https://codeload.github.com/supabase/supabase-js/tar.gz/refs/tags/{TAG}"
 PACKAGE = Path("packages") / "core" / "auth-js"
 SPECS = ("test/passkey.e2e.test.ts", "test/GoTrueClient.test.ts")
-# jest's -t: the passkey file's one describe block, and GoTrueClient.test.ts's WebAuthn MFA block.
-BLOCKS = "^(Passkey end-to-end|WebAuthn MFA) "
+# jest's -t: the passkey file's one describe block, and GoTrueClient.test.ts's WebAuthn MFA and
+# anonymous sign-in blocks.
+BLOCKS = "^(Passkey end-to-end|WebAuthn MFA|signInAnonymously) "
+# What `--all` leaves out, as auth-js's jest.config.cli.js does: docker-tests/ want other servers.
+EVERYTHING_BUT = ("/node_modules/", "/example/", "/docker-tests/")
 # test/supabase/config.toml's [auth] and [auth.*] sections, in minibase's (GoTrue's) setting names.
 CLI_SETTINGS = {
     "JWT_SECRET": "super-secret-jwt-token-with-at-least-32-characters-long",
@@ -123,8 +127,8 @@ def start(package, workdir):
     return process, f"http://127.0.0.1:{port}/auth/v1"
 
 
-def run(checkout=None):
-    """Run the specs; jest's JSON report."""
+def run(checkout=None, everything=False):
+    """Run the specs (with `everything`, every spec file the CLI's jest config runs); jest's JSON report."""
     install()
     package = prepare(source(checkout))
     workdir = Path(tempfile.mkdtemp(prefix="minibase-auth-js-"))
@@ -133,7 +137,8 @@ def run(checkout=None):
         report = package / "jest.json"
         env = {**os.environ, "MINIBASE_AUTH_URL": url}
         jest = str(SUITE / "node_modules" / ".bin" / "jest")
-        command = [jest, "--runInBand", "--json", f"--outputFile={report}", "-t", BLOCKS, *SPECS]
+        chosen = ["--testPathIgnorePatterns", *EVERYTHING_BUT] if everything else ["-t", BLOCKS, *SPECS]
+        command = [jest, "--runInBand", "--json", f"--outputFile={report}", *chosen]
         done = subprocess.run(command, cwd=package, env=env, capture_output=True, text=True, timeout=900)
         if not report.exists():
             raise RuntimeError(f"jest wrote no report:\n{done.stderr[-3000:]}")
@@ -153,26 +158,36 @@ def failures(results):
          and not suite["assertionResults"]]  # fmt: skip
 
 
-def counts(results):
-    """{block: (passed, run)} of the blocks BLOCKS selects (the rest of GoTrueClient.test.ts is skipped)."""
+def counts(results, by_file=False):
+    """{block: (passed, run)} of the blocks BLOCKS selects (the rest of GoTrueClient.test.ts is
+    skipped), or {spec file: (passed, run)}."""
     found = {}
     for suite in results["testResults"]:
         for test in suite["assertionResults"]:
             if test["status"] in ("passed", "failed"):
-                block = test["ancestorTitles"][0]
+                block = (
+                    suite["name"].partition(f"{PACKAGE.as_posix()}/")[2]
+                    if by_file
+                    else test["ancestorTitles"][0]
+                )
                 passed, ran = found.get(block, (0, 0))
                 found[block] = (passed + (test["status"] == "passed"), ran + 1)
     return found
 
 
-def main(checkout=None):
-    results = run(checkout)
-    for block, (passed, ran) in counts(results).items():
+def main(arguments):
+    """`[--all] [CHECKOUT]`: the passkey specs, or with --all every spec file the CLI's config runs."""
+    everything = "--all" in arguments
+    rest = [argument for argument in arguments if argument != "--all"]
+    results = run(rest[0] if rest else None, everything)
+    for block, (passed, ran) in sorted(counts(results, by_file=everything).items()):
         print(f"{block}: {passed} of {ran} passed")
+    if everything:
+        print(f"{results['numPassedTests']} of {results['numTotalTests']} passed")
     for failure in failures(results):
         print(f"  FAILED {failure}")
     return results
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else None)
+    main(sys.argv[1:])
