@@ -1,7 +1,7 @@
-"""Passkeys in a real browser: Debian's Chromium with a virtual authenticator (the DevTools protocol's
-WebAuthn domain, through Playwright), and supabase-js's own bundle in the page: registerPasskey()
-and signInWithPasskey() as an app calls them. A page of another origin, and a replayed ceremony,
-are refused by the server."""
+"""Passkeys and WebAuthn factors in a real browser: Debian's Chromium with a virtual authenticator (the
+DevTools protocol's WebAuthn domain, through Playwright), and supabase-js's own bundle in the page:
+registerPasskey() and signInWithPasskey(), mfa.webauthn.register() and authenticate(), as an app
+calls them. A page of another origin, and a replayed ceremony, are refused by the server."""
 
 import http.server
 import threading
@@ -49,7 +49,13 @@ def start_site(port):
 def world(make_app, anon_key, node_modules):
     port, other_port = free_port(), free_port()
     origin = f"http://localhost:{port}"
-    app = make_app(PASSKEY_ENABLED=True, SITE_URL=origin, WEBAUTHN_RP_ID="localhost")
+    app = make_app(
+        PASSKEY_ENABLED=True,
+        MFA_WEB_AUTHN_ENROLL_ENABLED=True,
+        MFA_WEB_AUTHN_VERIFY_ENABLED=True,
+        SITE_URL=origin,
+        WEBAUTHN_RP_ID="localhost",
+    )
     base, stop = serve_app(app)
     sites = [start_site(port), start_site(other_port)]
     yield {
@@ -64,14 +70,15 @@ def world(make_app, anon_key, node_modules):
     stop()
 
 
-def open_page(chromium, url, credentials=()):
-    """A tab at `url` with a virtual platform authenticator holding `credentials`; (page, cdp, id)."""
+def open_page(chromium, url, credentials=(), transport="internal"):
+    """A tab at `url` with a virtual authenticator holding `credentials`, a platform one or (usb) a
+    security key; (page, cdp, id)."""
     context = chromium.new_context()
     page = context.new_page()
     page.goto(url)
     cdp = context.new_cdp_session(page)
     cdp.send("WebAuthn.enable")
-    options = {"protocol": "ctap2", "transport": "internal", "hasResidentKey": True,
+    options = {"protocol": "ctap2", "transport": transport, "hasResidentKey": True,
                "hasUserVerification": True, "isUserVerified": True,
                "automaticPresenceSimulation": True}  # fmt: skip
     authenticator = cdp.send("WebAuthn.addVirtualAuthenticator", {"options": options})["authenticatorId"]
@@ -137,3 +144,61 @@ def test_a_page_registers_a_passkey_and_signs_in_with_it(chromium, world, anon_k
     assert other.evaluate(registering) == "webauthn_verification_failed"
     token = world["api"].sign_in().json["access_token"]
     assert len(world["api"].get("/auth/v1/passkeys", token=token).json) == 1
+
+
+LEVEL = "sb.auth.mfa.getAuthenticatorAssuranceLevel().then((r) => r.data.currentLevel)"
+
+
+def test_a_page_enrolls_a_webauthn_factor_and_steps_up_to_aal2_with_it(chromium, world, anon_key):
+    # auth-js asks for a cross-platform authenticator for a factor: a security key.
+    page, cdp, authenticator = open_page(chromium, world["origin"], transport="usb")
+    page.evaluate(CLIENT, [world["base"], anon_key])
+    assert call(page, "sb.auth.signUp({ email: 'ann@example.com', password: 'secret-pw' })")["error"] is None
+    assert page.evaluate(f"async () => await {LEVEL}") == "aal1"
+    registered = page.evaluate("""async () => {
+      const r = await sb.auth.mfa.webauthn.register({ friendlyName: 'Laptop' })
+      return r.error ? r.error.message : r.data.user.factors.map((f) => [f.factor_type, f.status])
+    }""")
+    assert registered == [["webauthn", "verified"]]
+    assert page.evaluate(f"async () => await {LEVEL}") == "aal2"
+    stored = cdp.send("WebAuthn.getCredentials", {"authenticatorId": authenticator})["credentials"]
+    assert len(stored) == 1 and stored[0]["rpId"] == "localhost"
+
+    # A new sign-in is aal1 until the factor answers a challenge.
+    password = "sb.auth.signInWithPassword({ email: 'ann@example.com', password: 'secret-pw' })"
+    page.evaluate("async () => { await sb.auth.signOut() }")
+    assert call(page, password)["error"] is None
+    assert page.evaluate(f"async () => await {LEVEL}") == "aal1"
+    factor = page.evaluate("async () => (await sb.auth.mfa.listFactors()).data.all[0].id")
+    stepped = page.evaluate(
+        "async (id) => { const r = await sb.auth.mfa.webauthn.authenticate({ factorId: id });"
+        " return r.error && (r.error.code || r.error.message) }",
+        factor,
+    )
+    assert stepped is None and page.evaluate(f"async () => await {LEVEL}") == "aal2"
+    token = page.evaluate("async () => (await sb.auth.getSession()).data.session.access_token")
+    assert world["api"].get("/auth/v1/user", token=token).json["factors"][0]["status"] == "verified"
+
+    # The ceremony by hand, its assertion sent twice: the second is refused.
+    replay = page.evaluate("""async (factorId) => {
+      const { data } = await sb.auth.mfa.webauthn.challenge({ factorId })
+      const body = { factorId, challengeId: data.challengeId, webauthn: { ...data.webauthn,
+        rpId: location.hostname, rpOrigins: [location.origin] } }
+      const first = await sb.auth.mfa.webauthn.verify(body)
+      const second = await sb.auth.mfa.webauthn.verify(body)
+      return [first.error && first.error.code, second.error && second.error.code]
+    }""", factor)  # fmt: skip
+    assert replay == [None, "webauthn_challenge_not_found"]
+
+    # A page of another origin (same RP id, a port the server does not list), holding the same key,
+    # signed in as the same user: the assertion is refused, and the session stays aal1.
+    other, _, _ = open_page(chromium, world["other"], credentials=stored, transport="usb")
+    other.evaluate(CLIENT, [world["base"], anon_key])
+    assert call(other, password)["error"] is None
+    refused = other.evaluate(
+        "async (id) => { const r = await sb.auth.mfa.webauthn.authenticate({ factorId: id });"
+        " return r.error && (r.error.code || r.error.message) }",
+        factor,
+    )
+    assert refused == "webauthn_verification_failed"
+    assert other.evaluate(f"async () => await {LEVEL}") == "aal1"
