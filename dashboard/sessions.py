@@ -80,11 +80,27 @@ def _open(email, claims, user):
     return token, needs_code
 
 
-def _verified_factors(user_id):
+def _verified_factors(user_id, codes_only=False):
+    """The user's verified factors, any of which makes the dashboard ask for a second factor; with
+    `codes_only`, the TOTP ones, the only kind its form can check."""
     query = select(Factor.id).where(Factor.user_id == user_id, Factor.status == mfa.VERIFIED)
-    # A TOTP factor first: the dashboard asks for a code (a WebAuthn factor alone cannot give one).
-    ordered = query.order_by(Factor.factor_type != mfa.TOTP, Factor.created_at, Factor.id)
-    return db.session.execute(ordered).scalars().all()
+    if codes_only:
+        query = query.where(Factor.factor_type == mfa.TOTP)
+    return db.session.execute(query.order_by(Factor.created_at, Factor.id)).scalars().all()
+
+
+def can_give_code(admin):
+    """Whether the administrator has a TOTP factor. One whose only factors are WebAuthn ones cannot
+    pass the dashboard's second step: it stays shut (fails closed) and says why."""
+    return bool(transactions.read(_verified_factors, admin.user_id, True))
+
+
+def no_code_factor():
+    message = (
+        "Your only second factor is a security key or passkey, which the dashboard cannot ask for: "
+        "add an authenticator app (TOTP) factor to sign in here."
+    )
+    return APIError(403, Auth.MFA_FACTOR_NOT_FOUND, message)
 
 
 def current(token):
@@ -116,7 +132,10 @@ def csrf_matches(admin, sent):
 def verify_code(admin, code, ip):
     """The admin's TOTP code, checked by the auth API's MFA service against their first verified
     factor: the session rises to aal2 and the cookie lets them in. Each code is an attempt counted
-    toward the sign-in lockout first, as a password is, and taken back when it is right."""
+    toward the sign-in lockout first, as a password is, and taken back when it is right. Without a
+    TOTP factor no code can be right: refused before anything is counted or challenged."""
+    if not can_give_code(admin):
+        raise no_code_factor()
     failures = transactions.write(_count_attempt, admin, ip)
     transactions.write(_check_code, admin, (code or "").strip(), ip, failures)
 
@@ -128,9 +147,9 @@ def _count_attempt(admin, ip):
 
 
 def _check_code(admin, code, ip, failures):
-    factors = _verified_factors(admin.user_id)
-    if not factors:
-        raise APIError(422, Auth.MFA_FACTOR_NOT_FOUND, "Factor not found")
+    factors = _verified_factors(admin.user_id, codes_only=True)
+    if not factors:  # removed since the check before counting
+        raise no_code_factor()
     who = Identity("authenticated", admin.user_id, admin.session_id, load_user(admin.user_id), sessions.AAL1)
     challenge = mfa.challenge(who, factors[0], ip)
     try:

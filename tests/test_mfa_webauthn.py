@@ -2,7 +2,11 @@
 challenge that creates the factor's credential and later asks for it, a verify that raises the
 session to aal2; the attacks beside the same ceremony succeeding. On both databases."""
 
+import re
+import time
+
 import jwt
+import pyotp
 import pytest
 from authenticator import Authenticator, b64url
 
@@ -138,3 +142,55 @@ def test_webauthn_factors_are_off_by_default(make):
     refused = api.post("/auth/v1/factors", token=token, json={"factor_type": "webauthn"})
     assert_auth_error(refused, 422, "mfa_webauthn_enroll_not_enabled")
     assert refused.json["msg"] == "MFA enroll is disabled for WebAuthn"
+
+
+CSRF = re.compile(r'name="csrf" value="([^"]+)"')
+
+
+def dashboard_sign_in(api, email="ann@example.com", password="secret-pw"):
+    """The dashboard's password step through its form: the page it lands on."""
+    form = api.client.get("/dashboard/")
+    signed = api.client.post(
+        "/dashboard/sign-in",
+        data={"email": email, "password": password, "csrf": CSRF.search(form.get_data(as_text=True))[1]},
+    )
+    assert signed.status_code == 303, signed.get_data(as_text=True)
+    return api.client.get("/dashboard/")
+
+
+def test_a_dashboard_admin_whose_only_factor_is_webauthn_is_kept_out_and_told_why(make, service_key):
+    """The dashboard asks for a TOTP code; a WebAuthn factor cannot give one. Such an administrator
+    stays short of every page (fails closed), is told why, and their tries count toward no lockout;
+    with a TOTP factor added, the same sign-in goes through."""
+    api = make(RATE_LIMITS=True)
+    device = Authenticator()
+    token, _ = enrolled(api, device)
+    user_id = api.get("/auth/v1/user", token=token).json["id"]
+    admin = Api(api.app, service_key)
+    made = admin.put(
+        f"/auth/v1/admin/users/{user_id}", token=service_key, json={"app_metadata": {"role": "admin"}}
+    )
+    assert made.status_code == 200, made.json
+
+    shut = dashboard_sign_in(api)
+    text = shut.get_data(as_text=True)
+    assert shut.status_code == 403 and "security key or passkey" in text and 'name="code"' not in text
+    csrf = CSRF.search(text)[1]
+    for _ in range(12):  # past the 10 failures that would lock the account's password sign-ins
+        tried = api.client.post("/dashboard/code", data={"code": "123456", "csrf": csrf})
+        assert tried.status_code == 403 and "security key or passkey" in tried.get_data(as_text=True)
+    assert api.client.get("/dashboard/users").status_code != 200
+    assert api.sign_in().status_code == 200  # no lockout
+
+    factor = api.post("/auth/v1/factors", token=token, json={"factor_type": "totp", "friendly_name": "app"})
+    secret = factor.json["totp"]["secret"]
+    asked = api.post(f"/auth/v1/factors/{factor.json['id']}/challenge", token=token, json={})
+    body = {"challenge_id": asked.json["id"], "code": pyotp.TOTP(secret).now()}
+    assert api.post(f"/auth/v1/factors/{factor.json['id']}/verify", token=token, json=body).status_code == 200
+    api.client.post("/dashboard/sign-out", data={"csrf": csrf})
+    form = dashboard_sign_in(api)
+    assert form.status_code == 200 and 'name="code"' in form.get_data(as_text=True)
+    code = pyotp.TOTP(secret).at(time.time() + 30)  # this step's code was spent on the enrolment
+    csrf = CSRF.search(form.get_data(as_text=True))[1]
+    assert api.client.post("/dashboard/code", data={"code": code, "csrf": csrf}).status_code == 303
+    assert api.client.get("/dashboard/users").status_code == 200

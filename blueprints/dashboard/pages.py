@@ -36,7 +36,7 @@ def index():
     if g.admin is not None and g.admin.verified:
         return redirect(safe_next(request.args.get("next")), 303)
     if g.admin is not None:
-        return page("code.html", next=request.args.get("next", ""))
+        return code_page(200, None, request.args.get("next", ""))
     return sign_in_form()
 
 
@@ -87,8 +87,16 @@ def code():
     try:
         sessions.verify_code(g.admin, request.form.get("code", ""), client_ip())
     except APIError as error:
-        return page("code.html", error.status, error=error.message, next=request.form.get("next", ""))
+        return code_page(error.status, error.message, request.form.get("next", ""))
     return redirect(safe_next(request.form.get("next")), 303)
+
+
+def code_page(status, error, next_page):
+    """The second step: the code form, or, for an administrator with no TOTP factor, why it is shut."""
+    if not sessions.can_give_code(g.admin):
+        status, error = 403, sessions.no_code_factor().message
+        return page("code.html", status, error=error, next=next_page, no_code=True)
+    return page("code.html", status, error=error, next=next_page)
 
 
 @bp.post("/sign-out")
