@@ -15,10 +15,20 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from auth import tokens
-from support import SECRET, free_port
+from support import SECRET, eventually, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
+
+
+def request_ids(log):
+    """The ids of the requests logged so far, from whole lines (a worker may be writing one)."""
+    lines = log.read_text().splitlines(keepends=True)
+    return {
+        json.loads(line).get("request_id")
+        for line in lines
+        if line.endswith("\n") and "minibase.requests" in line
+    }
 
 
 def children(pid):
@@ -104,6 +114,8 @@ def test_two_workers_count_every_request_once_and_log_json_without_secrets(datab
         assert moved[("auth", "4xx")] == 7
         assert moved[("other", "4xx")] == 3  # the refused reads of /metrics
         assert moved[("other", "2xx")] == 1  # the first scrape; the second counts after it answers
+        # A worker writes its lines a moment later (runtime/logs.py): they are in before one is killed
+        eventually(lambda: len(request_ids(log)) > sent_rest, 30, what="a line per request")
         # A worker killed and replaced: what it counted stays counted, once.
         workers = children(server.pid)
         os.kill(min(workers), signal.SIGKILL)
@@ -126,5 +138,4 @@ def test_two_workers_count_every_request_once_and_log_json_without_secrets(datab
     for line in lines:
         assert isinstance(json.loads(line), dict), line
         assert not [secret for secret in secrets if secret in line], line
-    workers = {json.loads(line).get("request_id") for line in lines if "minibase.requests" in line}
-    assert len(workers) > sent_rest  # a request id per request
+    assert len(request_ids(log)) > sent_rest  # a request id per request
