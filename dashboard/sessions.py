@@ -12,7 +12,7 @@ from datetime import timedelta
 
 from sqlalchemy import delete, select
 
-from auth import accounts, audit, mfa, sessions, signins, tokens
+from auth import accounts, audit, mfa, mfa_webauthn, sessions, signins, tokens
 from auth.identity import Identity
 from auth.users import is_banned, load_user
 from config import setting
@@ -80,27 +80,29 @@ def _open(email, claims, user):
     return token, needs_code
 
 
-def _verified_factors(user_id, codes_only=False):
-    """The user's verified factors, any of which makes the dashboard ask for a second factor; with
-    `codes_only`, the TOTP ones, the only kind its form can check."""
+def _verified_factors(user_id, factor_type=None):
+    """The user's verified factors (any of which makes the dashboard ask for a second factor), or
+    those of one type: TOTP ones answer the code form, WebAuthn ones the security key button."""
     query = select(Factor.id).where(Factor.user_id == user_id, Factor.status == mfa.VERIFIED)
-    if codes_only:
-        query = query.where(Factor.factor_type == mfa.TOTP)
+    if factor_type is not None:
+        query = query.where(Factor.factor_type == factor_type)
     return db.session.execute(query.order_by(Factor.created_at, Factor.id)).scalars().all()
 
 
-def can_give_code(admin):
-    """Whether the administrator has a TOTP factor. One whose only factors are WebAuthn ones cannot
-    pass the dashboard's second step: it stays shut (fails closed) and says why."""
-    return bool(transactions.read(_verified_factors, admin.user_id, True))
+def second_steps(admin):
+    """(whether the admin has a TOTP factor, whether a WebAuthn one): what the second step offers."""
+    codes = transactions.read(_verified_factors, admin.user_id, mfa.TOTP)
+    keys = transactions.read(_verified_factors, admin.user_id, mfa_webauthn.WEBAUTHN)
+    return bool(codes), bool(keys)
 
 
 def no_code_factor():
-    message = (
-        "Your only second factor is a security key or passkey, which the dashboard cannot ask for: "
-        "add an authenticator app (TOTP) factor to sign in here."
-    )
+    message = "Your second factor is a security key or passkey: use it, as no code can be checked."
     return APIError(403, Auth.MFA_FACTOR_NOT_FOUND, message)
+
+
+def no_key_factor():
+    return APIError(403, Auth.MFA_FACTOR_NOT_FOUND, "You have no security key or passkey factor.")
 
 
 def current(token):
@@ -134,7 +136,7 @@ def verify_code(admin, code, ip):
     factor: the session rises to aal2 and the cookie lets them in. Each code is an attempt counted
     toward the sign-in lockout first, as a password is, and taken back when it is right. Without a
     TOTP factor no code can be right: refused before anything is counted or challenged."""
-    if not can_give_code(admin):
+    if not second_steps(admin)[0]:
         raise no_code_factor()
     failures = transactions.write(_count_attempt, admin, ip)
     transactions.write(_check_code, admin, (code or "").strip(), ip, failures)
@@ -147,24 +149,65 @@ def _count_attempt(admin, ip):
 
 
 def _check_code(admin, code, ip, failures):
-    factors = _verified_factors(admin.user_id, codes_only=True)
+    factors = _verified_factors(admin.user_id, mfa.TOTP)
     if not factors:  # removed since the check before counting
         raise no_code_factor()
-    who = Identity("authenticated", admin.user_id, admin.session_id, load_user(admin.user_id), sessions.AAL1)
+    who = _caller(admin)
     challenge = mfa.challenge(who, factors[0], ip)
     try:
         mfa.verify(who, factors[0], challenge["id"], code, ip)
     except (CommitAndRaise, APIError) as refused:
-        audit.record("sign_in_failed", admin.email, {"second_factor": True}, admin.email, admin.user_id)
-        if failures.exhausted():
-            audit.record("lockout", admin.email, {"second_factor": True}, admin.email, admin.user_id)
+        _record_failure(admin, failures)
         raise CommitAndRaise(refused.error if isinstance(refused, CommitAndRaise) else refused) from None
+    _passed(admin, failures)
+
+
+def _caller(admin):
+    """The administrator as the auth API's MFA service sees a caller: their aal1 session."""
+    return Identity("authenticated", admin.user_id, admin.session_id, load_user(admin.user_id), sessions.AAL1)
+
+
+def _record_failure(admin, failures):
+    audit.record("sign_in_failed", admin.email, {"second_factor": True}, admin.email, admin.user_id)
+    if failures.exhausted():
+        audit.record("lockout", admin.email, {"second_factor": True}, admin.email, admin.user_id)
+
+
+def _passed(admin, failures):
     failures.release()
     db.session.execute(
         DashboardSession.__table__.update()
         .where(DashboardSession.session_id == admin.session_id)
         .values(verified=True)
     )
+
+
+def key_options(admin, ip):
+    """A challenge of the admin's first WebAuthn factor, by the auth API's MFA service:
+    {factor_id, challenge_id, options} (request options for navigator.credentials.get())."""
+    factors = transactions.read(_verified_factors, admin.user_id, mfa_webauthn.WEBAUTHN)
+    if not factors:
+        raise no_key_factor()
+    challenged = transactions.write(mfa.challenge, _caller(admin), factors[0], ip)
+    options = challenged["webauthn"]["credential_options"]["publicKey"]
+    return {"factor_id": factors[0], "challenge_id": challenged["id"], "options": options}
+
+
+def verify_key(admin, factor_id, challenge_id, credential, ip):
+    """The key's assertion for a challenge key_options gave, checked by the auth API's MFA service
+    (single use, this admin's factor, its sign counter, the RP's origins): the session rises to aal2
+    and the cookie lets them in. Counted toward the sign-in lockout as a code is. The verification
+    commits on its own (the challenge is used up whatever it concludes), so it runs outside a unit."""
+    if not second_steps(admin)[1]:
+        raise no_key_factor()
+    failures = transactions.write(_count_attempt, admin, ip)
+    answer = {"type": mfa_webauthn.REQUEST, "credential_response": credential}
+    try:
+        mfa.verify(_caller(admin), factor_id, challenge_id, None, ip, webauthn=answer)
+    except APIError:
+        transactions.write(_record_failure, admin, failures)
+        raise
+    transactions.write(_passed, admin, failures)
 
 
 @transactional

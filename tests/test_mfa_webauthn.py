@@ -2,6 +2,7 @@
 challenge that creates the factor's credential and later asks for it, a verify that raises the
 session to aal2; the attacks beside the same ceremony succeeding. On both databases."""
 
+import json
 import re
 import time
 
@@ -158,39 +159,79 @@ def dashboard_sign_in(api, email="ann@example.com", password="secret-pw"):
     return api.client.get("/dashboard/")
 
 
-def test_a_dashboard_admin_whose_only_factor_is_webauthn_is_kept_out_and_told_why(make, service_key):
-    """The dashboard asks for a TOTP code; a WebAuthn factor cannot give one. Such an administrator
-    stays short of every page (fails closed), is told why, and their tries count toward no lockout;
-    with a TOTP factor added, the same sign-in goes through."""
-    api = make(RATE_LIMITS=True)
-    device = Authenticator()
-    token, _ = enrolled(api, device)
+def make_admin(api, service_key, token):
     user_id = api.get("/auth/v1/user", token=token).json["id"]
-    admin = Api(api.app, service_key)
-    made = admin.put(
-        f"/auth/v1/admin/users/{user_id}", token=service_key, json={"app_metadata": {"role": "admin"}}
-    )
+    body = {"app_metadata": {"role": "admin"}}
+    made = Api(api.app, service_key).put(f"/auth/v1/admin/users/{user_id}", token=service_key, json=body)
     assert made.status_code == 200, made.json
 
-    shut = dashboard_sign_in(api)
-    text = shut.get_data(as_text=True)
-    assert shut.status_code == 403 and "security key or passkey" in text and 'name="code"' not in text
+
+def test_a_dashboard_admin_signs_in_with_a_webauthn_factor(make, service_key):
+    """The dashboard's second step with a security key: options from the auth API's MFA service,
+    the key's assertion checked by it. Replays, another key, a missing answer, no CSRF token and no
+    password step are refused beside the same request succeeding; the code form, which no WebAuthn
+    factor can answer, is refused without counting toward the lockout."""
+    api = make(RATE_LIMITS=True)
+    device = Authenticator()
+    token, factor_id = enrolled(api, device)
+    make_admin(api, service_key, token)
+    assert api.client.post("/dashboard/key/options", data={"csrf": "x"}).status_code == 401  # no password yet
+
+    second = dashboard_sign_in(api)
+    text = second.get_data(as_text=True)
+    assert second.status_code == 200 and "data-key-options" in text and 'name="code"' not in text
     csrf = CSRF.search(text)[1]
     for _ in range(12):  # past the 10 failures that would lock the account's password sign-ins
         tried = api.client.post("/dashboard/code", data={"code": "123456", "csrf": csrf})
         assert tried.status_code == 403 and "security key or passkey" in tried.get_data(as_text=True)
-    assert api.client.get("/dashboard/users").status_code != 200
     assert api.sign_in().status_code == 200  # no lockout
 
+    def options():
+        asked = api.client.post("/dashboard/key/options", data={"csrf": csrf})
+        assert asked.status_code == 200, asked.get_data(as_text=True)
+        assert asked.json["factor_id"] == factor_id
+        return asked.json
+
+    def answer(asked, credential, **fields):
+        form = {"csrf": csrf, "factor_id": asked["factor_id"], "challenge_id": asked["challenge_id"],
+                "credential": json.dumps(credential), "next": "/dashboard/tables", **fields}  # fmt: skip
+        return api.client.post("/dashboard/key", data=form)
+
+    assert api.client.post("/dashboard/key/options", data={}).status_code == 403  # no CSRF token
+    asked = options()
+    assert answer(asked, device.get(asked["options"]), csrf="forged").status_code == 403
+    stranger = Authenticator()
+    stranger.create({"rp": {"id": "localhost"}, "user": {"id": b64url(b"1")}, "challenge": "x"})
+    refused = answer(asked, stranger.get(asked["options"]))
+    assert refused.status_code == 400 and refused.json == {"error": "Credential verification failed"}
+    assert api.client.get("/dashboard/users").status_code != 200
+    asked = options()
+    missing = api.client.post("/dashboard/key", data={"csrf": csrf, "credential": "[]"})
+    assert missing.status_code == 400 and "answer" in missing.json["error"]
+    good = device.get(asked["options"])
+    passed = answer(asked, good)
+    assert passed.status_code == 200 and passed.json == {"next": "/dashboard/tables"}
+    assert api.client.get("/dashboard/users").status_code == 200
+    replayed = answer(asked, good)
+    assert replayed.status_code == 400 and replayed.json == {"error": "Challenge not found or already used"}
+    assert api.sign_in().status_code == 200
+
+
+def test_a_dashboard_admin_with_both_kinds_of_factor_is_offered_both(make, service_key):
+    api = make()
+    token, _ = enrolled(api, Authenticator())
+    make_admin(api, service_key, token)
     factor = api.post("/auth/v1/factors", token=token, json={"factor_type": "totp", "friendly_name": "app"})
     secret = factor.json["totp"]["secret"]
     asked = api.post(f"/auth/v1/factors/{factor.json['id']}/challenge", token=token, json={})
     body = {"challenge_id": asked.json["id"], "code": pyotp.TOTP(secret).now()}
     assert api.post(f"/auth/v1/factors/{factor.json['id']}/verify", token=token, json=body).status_code == 200
-    api.client.post("/dashboard/sign-out", data={"csrf": csrf})
     form = dashboard_sign_in(api)
-    assert form.status_code == 200 and 'name="code"' in form.get_data(as_text=True)
+    text = form.get_data(as_text=True)
+    assert form.status_code == 200 and 'name="code"' in text and "data-key-options" in text
     code = pyotp.TOTP(secret).at(time.time() + 30)  # this step's code was spent on the enrolment
-    csrf = CSRF.search(form.get_data(as_text=True))[1]
-    assert api.client.post("/dashboard/code", data={"code": code, "csrf": csrf}).status_code == 303
+    assert (
+        api.client.post("/dashboard/code", data={"code": code, "csrf": CSRF.search(text)[1]}).status_code
+        == 303
+    )
     assert api.client.get("/dashboard/users").status_code == 200

@@ -202,3 +202,63 @@ def test_a_page_enrolls_a_webauthn_factor_and_steps_up_to_aal2_with_it(chromium,
     )
     assert refused == "webauthn_verification_failed"
     assert other.evaluate(f"async () => await {LEVEL}") == "aal1"
+
+
+ENROLL = """async ([key]) => {
+  // In the dashboard's own origin (evaluated, as its CSP allows no script of ours): a user signs up
+  // and enrolls a WebAuthn factor through the auth API, as mfa.webauthn.register() does.
+  const call = async (path, body, token) => {
+    const headers = { apikey: key, 'Content-Type': 'application/json' }
+    if (token) headers.Authorization = `Bearer ${token}`
+    const answer = await fetch(`/auth/v1${path}`, { method: 'POST', headers, body: JSON.stringify(body) })
+    return answer.json()
+  }
+  const { access_token: token } = await call('/signup', { email: 'admin@example.com', password: 'secret-pw' })
+  const factor = await call('/factors', { factor_type: 'webauthn', friendly_name: 'Key' }, token)
+  const asked = await call(`/factors/${factor.id}/challenge`, {}, token)
+  const options = asked.webauthn.credential_options.publicKey
+  const publicKey = PublicKeyCredential.parseCreationOptionsFromJSON(options)
+  const made = await navigator.credentials.create({ publicKey })
+  const webauthn = { type: 'create', credential_response: made.toJSON() }
+  const verified = await call(`/factors/${factor.id}/verify`, { challenge_id: asked.id, webauthn }, token)
+  return verified.user.id
+}"""
+
+
+def test_the_dashboard_takes_a_security_key_as_an_administrator_s_second_factor(
+    chromium, make_app, anon_key, service_key
+):
+    port = free_port()
+    origin = f"http://localhost:{port}"  # the dashboard's origin is the RP's listed one
+    app = make_app(
+        MFA_WEB_AUTHN_ENROLL_ENABLED=True,
+        MFA_WEB_AUTHN_VERIFY_ENABLED=True,
+        SITE_URL=origin,
+        RATE_LIMITS=True,
+    )
+    _, stop = serve_app(app, port=port)
+    try:
+        page, cdp, authenticator = open_page(chromium, f"{origin}/dashboard/", transport="usb")
+        user_id = page.evaluate(ENROLL, [anon_key])
+        body = {"app_metadata": {"role": "admin"}}
+        admin = Api(app, service_key)
+        assert admin.put(f"/auth/v1/admin/users/{user_id}", token=service_key, json=body).status_code == 200
+        page.goto(f"{origin}/dashboard/")
+        page.get_by_label("Email").fill("admin@example.com")
+        page.get_by_label("Password").fill("secret-pw")
+        page.get_by_role("button", name="Sign in").click()
+        page.get_by_role("button", name="Use a security key or passkey").click()
+        page.get_by_role("heading", name="Users").wait_for()
+        assert page.get_by_text("admin@example.com").count() >= 1
+        # Without the key, the same step is refused and says so, and no page opens.
+        cdp.send("WebAuthn.clearCredentials", {"authenticatorId": authenticator})
+        page.get_by_role("button", name="Sign out").click()
+        page.get_by_label("Email").fill("admin@example.com")
+        page.get_by_label("Password").fill("secret-pw")
+        page.get_by_role("button", name="Sign in").click()
+        page.get_by_role("button", name="Use a security key or passkey").click()
+        page.get_by_role("alert").wait_for()
+        page.goto(f"{origin}/dashboard/users")
+        assert page.get_by_role("heading", name="Users").count() == 0
+    finally:
+        stop()

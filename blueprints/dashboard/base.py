@@ -31,7 +31,8 @@ CSP = (
     "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 )
 OPEN = {"dashboard.index", "dashboard.sign_in", "dashboard.static"}  # reached without a session
-HALF_OPEN = {"dashboard.code", "dashboard.sign_out"}  # reached between the password and the code
+# reached between the password and the second factor
+HALF_OPEN = {"dashboard.code", "dashboard.key_options", "dashboard.key", "dashboard.sign_out"}
 PER_PAGE = 25
 BAN_DURATIONS = {
     "1h": "1 hour",

@@ -91,12 +91,40 @@ def code():
     return redirect(safe_next(request.form.get("next")), 303)
 
 
+@bp.post("/key/options")
+@limiter.limit("150 per 5 minutes")
+def key_options():
+    try:
+        return sessions.key_options(g.admin, client_ip())
+    except APIError as error:
+        return {"error": error.message}, error.status
+
+
+@bp.post("/key")
+@limiter.limit("150 per 5 minutes")
+def key():
+    """The security key's answer (the browser's credential JSON, as a form field beside the CSRF
+    token): where to go next, or the refusal's message."""
+    try:
+        credential = json.loads(request.form.get("credential", ""))
+    except ValueError:
+        credential = None
+    if not isinstance(credential, dict):
+        return {"error": "The security key's answer is missing."}, 400
+    form = request.form
+    try:
+        sessions.verify_key(
+            g.admin, form.get("factor_id", ""), form.get("challenge_id", ""), credential, client_ip()
+        )
+    except APIError as error:
+        return {"error": error.message}, error.status
+    return {"next": safe_next(form.get("next"))}
+
+
 def code_page(status, error, next_page):
-    """The second step: the code form, or, for an administrator with no TOTP factor, why it is shut."""
-    if not sessions.can_give_code(g.admin):
-        status, error = 403, sessions.no_code_factor().message
-        return page("code.html", status, error=error, next=next_page, no_code=True)
-    return page("code.html", status, error=error, next=next_page)
+    """The second step: the code form for a TOTP factor, the security key button for a WebAuthn one."""
+    codes, keys = sessions.second_steps(g.admin)
+    return page("code.html", status, error=error, next=next_page, codes=codes, keys=keys)
 
 
 @bp.post("/sign-out")
