@@ -54,9 +54,9 @@ def answer(api, token, factor_id, challenged, credential, kind=None):
     return api.post(f"/auth/v1/factors/{factor_id}/verify", token=token, json=body)
 
 
-def enrolled(api, device):
+def enrolled(api, device, email="ann@example.com"):
     """A user with a verified WebAuthn factor: (their aal2 token, the factor id)."""
-    token = api.sign_up()["access_token"]
+    token = api.sign_up(email)["access_token"]
     factor = api.post(
         "/auth/v1/factors", token=token, json={"factor_type": "webauthn", "friendly_name": "key"}
     )
@@ -208,6 +208,14 @@ def test_a_dashboard_admin_signs_in_with_a_webauthn_factor(make, service_key):
     asked = options()
     missing = api.client.post("/dashboard/key", data={"csrf": csrf, "credential": "[]"})
     assert missing.status_code == 400 and "answer" in missing.json["error"]
+    for hostile in ("..", "%2e", "a\x00b", "é" * 40, "00000000-0000-0000-0000-000000000000"):
+        wrong = answer(asked, device.get(asked["options"]), factor_id=hostile)
+        assert wrong.status_code == 404 and wrong.is_json, hostile
+    _, other_factor = enrolled(api, Authenticator(), email="bob@example.com")
+    theirs = answer(asked, device.get(asked["options"]), factor_id=other_factor)
+    assert theirs.status_code == 404 and theirs.json == {"error": "Factor not found"}
+    huge = {"csrf": csrf, "credential": "{" + " " * (2 << 20) + "}"}
+    assert api.client.post("/dashboard/key", data=huge).status_code == 413
     good = device.get(asked["options"])
     passed = answer(asked, good)
     assert passed.status_code == 200 and passed.json == {"next": "/dashboard/tables"}
