@@ -37,8 +37,9 @@ SPECS = ("test/passkey.e2e.test.ts", "test/GoTrueClient.test.ts")
 # jest's -t: the passkey file's one describe block, and GoTrueClient.test.ts's WebAuthn MFA and
 # anonymous sign-in blocks.
 BLOCKS = "^(Passkey end-to-end|WebAuthn MFA|signInAnonymously) "
-# What `--all` leaves out, as auth-js's jest.config.cli.js does: docker-tests/ want other servers.
-EVERYTHING_BUT = ("/node_modules/", "/example/", "/docker-tests/")
+# What `--all` leaves out: docker-tests/ want other servers, as auth-js's jest.config.cli.js says;
+# fetch.test.ts tests the SDK's fetch wrapper against a mock server of its own, not a server.
+EVERYTHING_BUT = ("/node_modules/", "/example/", "/docker-tests/", "/test/fetch.test.ts")
 # test/supabase/config.toml's [auth] and [auth.*] sections, in minibase's (GoTrue's) setting names.
 CLI_SETTINGS = {
     "JWT_SECRET": "super-secret-jwt-token-with-at-least-32-characters-long",
