@@ -13,9 +13,8 @@ from config import setting
 from database.failures import error_code
 from errors import APIError, Auth, user_not_found, validation_failed
 from extensions import db, limiter
-from models import (
-    METADATA_COLUMNS,
-    PROFILE_FIELDS,
+from models import METADATA_COLUMNS, PROFILE_FIELDS, required_without_default, upsert, users_table
+from models.auth import (
     Challenge,
     Factor,
     FlowState,
@@ -23,14 +22,10 @@ from models import (
     OneTimeToken,
     Profile,
     Session,
-    StorageObject,
-    StorageUpload,
     WebAuthnChallenge,
     WebAuthnCredential,
-    required_without_default,
-    upsert,
-    users_table,
 )
+from models.storage import StorageObject, StorageUpload
 
 PASSWORD_CHANGES = parse_limit("30 per 5 minutes")  # each costs a bcrypt hash
 

@@ -11,13 +11,8 @@ from auth.users import factors_of, identities_of, load_user, timestamp, user_obj
 from database.transactions import transactional
 from errors import APIError, Auth, user_not_found
 from extensions import db
-from models import (
-    METADATA_COLUMNS,
-    Profile,
-    Session,
-    upsert,
-    users_table,
-)
+from models import METADATA_COLUMNS, upsert, users_table
+from models.auth import Profile, Session
 
 
 def admin_get_user(user_id):

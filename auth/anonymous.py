@@ -27,7 +27,8 @@ from database import transactions
 from database.transactions import transactional
 from errors import APIError, Auth
 from extensions import db, limiter
-from models import Profile, users_table
+from models import users_table
+from models.auth import Profile
 
 DOMAIN = ANONYMOUS_DOMAIN
 METHOD = "anonymous"  # GoTrue's amr method and provider name for an anonymous sign-in

@@ -13,7 +13,8 @@ from sqlalchemy import func, insert, or_, select
 from auth import tokens
 from auth.users import is_anonymous
 from extensions import db
-from models import AuditEntry, users_table
+from models import users_table
+from models.auth import AuditEntry
 
 # The doors an entry comes through.
 AUTH, ADMIN, DASHBOARD, CLI = "auth", "admin", "dashboard", "cli"

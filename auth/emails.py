@@ -24,7 +24,8 @@ from database import transactions
 from database.transactions import CommitAndRaise, transactional
 from errors import APIError, Auth, user_not_found, validation_failed
 from extensions import db, state
-from models import EmailSend, OneTimeToken, Profile, Session, upsert
+from models import upsert
+from models.auth import EmailSend, OneTimeToken, Profile, Session
 
 MAX_WRONG_GUESSES = 5
 

@@ -25,7 +25,8 @@ from database import transactions
 from database.transactions import transactional
 from errors import APIError, Auth, validation_failed
 from extensions import db
-from models import FlowState, Identity, Profile, upsert
+from models import upsert
+from models.auth import FlowState, Identity, Profile
 
 STATE_LIFETIME = 600  # seconds a user has to sign in at the provider
 log = logging.getLogger("minibase")

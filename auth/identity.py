@@ -13,8 +13,9 @@ from config import setting
 from database import statements
 from errors import APIError, Auth, bad_jwt, user_inactive, user_not_found
 from extensions import db, state
-from models import Factor, Profile, Session, users_table
-from models import Identity as LinkedIdentity  # a provider identity; Identity here is the caller
+from models import users_table
+from models.auth import Factor, Profile, Session
+from models.auth import Identity as LinkedIdentity  # a provider identity; Identity here is the caller
 
 
 @dataclass(frozen=True)

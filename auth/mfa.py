@@ -22,7 +22,7 @@ from database import transactions
 from database.transactions import CommitAndRaise, transactional
 from errors import APIError, Auth, user_not_found, validation_failed
 from extensions import db
-from models import Challenge, Factor, Session
+from models.auth import Challenge, Factor, Session
 
 TOTP = "totp"
 UNVERIFIED, VERIFIED = "unverified", "verified"

@@ -18,7 +18,7 @@ from database import transactions
 from database.transactions import transactional
 from errors import APIError, Auth, validation_failed
 from extensions import db
-from models import Factor, Session, WebAuthnCredential
+from models.auth import Factor, Session, WebAuthnCredential
 
 WEBAUTHN = "webauthn"
 CREATE, REQUEST = "create", "request"

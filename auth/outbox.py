@@ -30,7 +30,7 @@ from config import setting
 from database import failures, transactions
 from errors import APIError
 from extensions import db
-from models import OutgoingMail
+from models.auth import OutgoingMail
 
 log = logging.getLogger("minibase")
 

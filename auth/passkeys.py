@@ -36,7 +36,7 @@ from database import transactions
 from database.transactions import transactional
 from errors import APIError, Auth, user_not_found, validation_failed
 from extensions import db
-from models import Factor, Profile, WebAuthnChallenge, WebAuthnCredential
+from models.auth import Factor, Profile, WebAuthnChallenge, WebAuthnCredential
 
 REGISTRATION, AUTHENTICATION = "registration", "authentication"
 METHOD = "passkey"  # GoTrue's amr method for a passkey sign-in

@@ -19,7 +19,7 @@ from config import setting
 from database.transactions import CommitAndRaise, transactional
 from errors import APIError, Auth, validation_failed
 from extensions import db
-from models import FlowState
+from models.auth import FlowState
 
 AUTH_CODE_LIFETIME = timedelta(minutes=5)
 FLOW_LIFETIME = timedelta(hours=1)  # the least a flow waits: for a provider's redirect, or a mailed link

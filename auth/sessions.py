@@ -22,7 +22,8 @@ from errors import (
     validation_failed,
 )
 from extensions import db
-from models import Profile, RefreshToken, Session, upsert
+from models import upsert
+from models.auth import Profile, RefreshToken, Session
 
 LOGOUT_SCOPES = ("global", "local", "others")
 AAL1, AAL2 = "aal1", "aal2"

@@ -28,7 +28,8 @@ from database import transactions
 from database.transactions import CommitAndRaise
 from errors import APIError, Auth, invalid_credentials, user_banned, user_inactive
 from extensions import db, state
-from models import FailedSignIn, Profile, Session, upsert, users_table
+from models import upsert, users_table
+from models.auth import FailedSignIn, Profile, Session
 
 FAILED_SIGN_INS = parse_limit("10 per 15 minutes")
 MAX_DUMMY_COST = 16  # a stored hash of absurd cost must not make every unknown address that slow

@@ -22,7 +22,8 @@ from database import transactions
 from database.transactions import transactional
 from errors import APIError, Auth
 from extensions import db, state
-from models import (
+from models import required_without_default, upsert, users_table
+from models.auth import (
     Factor,
     FlowState,
     Identity,
@@ -30,13 +31,9 @@ from models import (
     Profile,
     Session,
     SignUpLock,
-    StorageObject,
-    StorageUpload,
     WebAuthnCredential,
-    required_without_default,
-    upsert,
-    users_table,
 )
+from models.storage import StorageObject, StorageUpload
 
 
 def has_leftovers(user_id):

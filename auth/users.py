@@ -9,7 +9,8 @@ from sqlalchemy import select
 from auth import tokens
 from auth.passwords import UNUSABLE_PREFIX
 from extensions import db
-from models import METADATA_COLUMNS, Factor, Identity, Profile, users_table
+from models import METADATA_COLUMNS, users_table
+from models.auth import Factor, Identity, Profile
 
 ANONYMOUS_DOMAIN = "anonymous.invalid"  # RFC 2606: no real address is in it
 

@@ -22,7 +22,8 @@ from auth.users import is_banned
 from database.transactions import CommitAndRaise, transactional
 from errors import APIError, user_banned, user_inactive, validation_failed
 from extensions import db
-from models import OneTimeToken, users_table
+from models import users_table
+from models.auth import OneTimeToken
 
 # The purposes a `type` of /verify may redeem: `email` is the code of a magic link or a sign-up.
 VERIFY_TYPES = {

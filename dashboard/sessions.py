@@ -20,7 +20,7 @@ from database import transactions
 from database.transactions import CommitAndRaise, transactional
 from errors import APIError, Auth, invalid_credentials
 from extensions import db
-from models import DashboardSession, Factor, Session
+from models.auth import DashboardSession, Factor, Session
 
 LIFETIME = timedelta(hours=12)
 ADMIN_ROLE = "admin"

@@ -3,7 +3,7 @@ auth.mfa, auth.passkeys), each change with its audit entry."""
 
 from auth import administration, audit, emails, mfa, passkeys, sessions
 from dashboard.actions import perform, read, write  # noqa: F401 (read: the pages' reads)
-from models import Session
+from models.auth import Session
 
 COMPUTED_APP_METADATA = ("provider", "providers")  # made from identities, never stored
 

@@ -15,7 +15,7 @@ from backups import make, restore
 from backups.archive import BackupError
 from database import transactions
 from errors import APIError
-from models import Session
+from models.auth import Session
 from runner import scaffold, service
 from storage import resumable
 

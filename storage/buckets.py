@@ -11,7 +11,8 @@ from config import parse_size
 from database import statements, transactions
 from errors import Storage, bucket_not_found, invalid_request, storage_error
 from extensions import db, state
-from models import StorageBucket, StorageObject, upsert
+from models import upsert
+from models.storage import StorageBucket, StorageObject
 from row_policies import RowPolicy, applying, check_compiles
 from storage import clock
 from tables_toml.buckets import BUCKET_ID, MIME_PATTERN

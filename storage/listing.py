@@ -8,7 +8,7 @@ import sqlalchemy as sa
 from database import transactions
 from errors import invalid_request
 from extensions import db
-from models import StorageObject
+from models.storage import StorageObject
 from storage import buckets, clock
 from storage.objects import MAX_LIST, MAX_NAME_CHARACTERS, system_metadata
 

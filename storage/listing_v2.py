@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from database import transactions
 from errors import Storage, invalid_request, storage_error
 from extensions import db
-from models import StorageObject
+from models.storage import StorageObject
 from storage import buckets, clock
 from storage.objects import MAX_NAME_CHARACTERS, system_metadata
 

@@ -12,7 +12,7 @@ from config import setting
 from database import statements, transactions
 from errors import APIError, Storage, invalid_request, object_not_found, object_too_large, storage_error
 from extensions import db, state
-from models import StorageBucket, StorageObject
+from models.storage import StorageBucket, StorageObject
 from storage import buckets, clock, files, media_types, signing
 
 MAX_NAME_CHARACTERS = 512

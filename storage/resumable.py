@@ -24,7 +24,7 @@ import sqlalchemy as sa
 from database import transactions
 from errors import Storage, storage_error
 from extensions import db
-from models import StorageUpload
+from models.storage import StorageUpload
 from storage import buckets, clock, files, objects
 
 EXPIRY = 3600  # seconds since the upload was begun or last received a chunk, as Supabase's 1 hour

@@ -5,7 +5,7 @@ import sqlalchemy as sa
 from database import transactions
 from errors import invalid_request, object_not_found
 from extensions import db
-from models import StorageObject
+from models.storage import StorageObject
 from storage import buckets, clock, files, media_types
 from storage.objects import (
     Stored,

@@ -199,7 +199,7 @@ def test_old_anonymous_users_are_purged_and_converted_or_active_ones_kept(api, m
     assert users_row(api, old["user"]["id"]) is None
     with api.app.app_context():  # nothing the service kept of them is left
         from extensions import db
-        from models import Profile, Session
+        from models.auth import Profile, Session
 
         for model in (Session, Profile):
             kept = db.session.execute(sa.select(model).where(model.user_id == old["user"]["id"])).first()

@@ -612,7 +612,7 @@ def test_a_deleted_user_leaves_nothing_that_signs_in(world, anon_key, service_ke
     from sqlalchemy import func, select
 
     from extensions import db
-    from models import Factor, Identity
+    from models.auth import Factor, Identity
 
     first = fragment(browse(authorize_url(world)))
     user_id = user_of(world, anon_key, first)["id"]

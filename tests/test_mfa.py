@@ -13,7 +13,7 @@ from sqlalchemy import select
 
 from auth import encryption, tokens
 from extensions import db
-from models import Factor, Session
+from models.auth import Factor, Session
 from support import SECRET, Api, assert_auth_error
 
 START = (tokens.now() // 30) * 30 + 15  # the middle of a step: codes of "now" do not roll over mid-test

@@ -23,7 +23,7 @@ from database import transactions
 from extensions import db
 from hook_server import HOOK_SECRET, HookServer
 from mail_server import Inbox, link_and_code
-from models import OutgoingMail
+from models.auth import OutgoingMail
 from support import SECRET, Api, assert_auth_error, free_port
 
 

@@ -10,7 +10,7 @@ from sqlalchemy import func, select
 
 from auth import tokens
 from extensions import db
-from models import RefreshToken, Session
+from models.auth import RefreshToken, Session
 from support import SECRET, Api, assert_auth_error
 
 REFRESH = "/auth/v1/token?grant_type=refresh_token"

@@ -28,7 +28,7 @@ from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.exc import DBAPIError, NoSuchTableError
 
 from extensions import db
-from models import Callout, WebhookAttempt, WebhookDelivery, WebhookEvent
+from models.changes import Callout, WebhookAttempt, WebhookDelivery, WebhookEvent
 from values import is_tinyint_boolean
 from webhooks import sending
 

@@ -19,7 +19,7 @@ from sqlalchemy.exc import DBAPIError
 import metrics
 from config import ConfigError
 from extensions import db
-from models import ScheduleRun
+from models.changes import ScheduleRun
 from tables_toml import webhooks as settings
 from webhooks import functions, outbox, sending
 

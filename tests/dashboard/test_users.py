@@ -236,7 +236,7 @@ def test_anonymous_users_and_passkeys_are_shown(server, admin_page):
 
     from auth import anonymous
     from extensions import db
-    from models import WebAuthnCredential
+    from models.auth import WebAuthnCredential
 
     visitor = server.run(lambda: anonymous.sign_up({})["user"]["id"])
     owner = server.make_user("keys@example.com")

@@ -86,7 +86,7 @@ def test_a_type_stored_before_types_were_parsed_is_still_decided_on_its_type(app
     """A row written by an older version (its type spelled as the client sent it) is read as a media
     type too: served as an attachment, and copied under the destination bucket's types."""
     from extensions import db
-    from models import StorageObject
+    from models.storage import StorageObject
 
     upload(service, "locked/old.svg", b"<svg onload=alert(1)>", "image/svg+xml")
     upload(service, "locked/odd.bin", b"x", "image/png")
