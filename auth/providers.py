@@ -16,7 +16,8 @@ import requests
 from authlib.integrations.requests_client import OAuth2Session, OAuthError
 
 from auth import tokens
-from config import PROVIDERS, setting
+from config import setting
+from variables import PROVIDERS
 
 TIMEOUT = 10  # seconds for any one call to a provider
 DISCOVERY_LIFETIME = 3600

@@ -14,6 +14,7 @@ from urllib.parse import urlsplit, urlunsplit
 import sqlalchemy as sa
 
 import config
+import variables
 from config import setting
 from database import failures, transactions
 from extensions import db, state
@@ -149,7 +150,7 @@ def effective_settings():
     """(name, value) of every setting, as the service runs with it: secrets masked, passwords taken
     out of URLs."""
     shown = []
-    for name in config.VARIABLES:
+    for name in variables.VARIABLES:
         value = setting(name)
         if value is None:
             text = ""

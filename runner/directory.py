@@ -12,7 +12,7 @@ from pathlib import Path
 
 from dotenv import dotenv_values
 
-import config
+import variables
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 SETTINGS_FILE = "config.toml"
@@ -89,18 +89,18 @@ def parse(path):
     try:
         document = tomllib.loads(Path(path).read_text())
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise config.ConfigError(f"{path}: {exc}") from None
+        raise variables.ConfigError(f"{path}: {exc}") from None
     functions = document.get("functions", {})
     if not isinstance(functions, dict):
-        raise config.ConfigError(f"{path}: [functions.NAME] tables are expected")
+        raise variables.ConfigError(f"{path}: [functions.NAME] tables are expected")
     parsed = {}
     for name, table in functions.items():
         where = f"{path} [functions.{name}]"
         if not isinstance(table, dict):
-            raise config.ConfigError(f"{where} must be a table")
+            raise variables.ConfigError(f"{where} must be a table")
         unknown = set(table) - KNOWN
         if unknown:
-            raise config.ConfigError(f"{where}: unknown settings {', '.join(sorted(unknown))}")
+            raise variables.ConfigError(f"{where}: unknown settings {', '.join(sorted(unknown))}")
         parsed[name] = {key: check(where, key, value) for key, value in table.items()}
     return parsed
 
@@ -108,15 +108,15 @@ def parse(path):
 def check(where, key, value):
     if key == "verify_jwt":
         if not isinstance(value, bool):
-            raise config.ConfigError(f"{where}: verify_jwt must be true or false")
+            raise variables.ConfigError(f"{where}: verify_jwt must be true or false")
         return value
     if key == "memory":
-        size = config.parse_size(value)
+        size = variables.parse_size(value)
         if not size:
-            raise config.ConfigError(f"{where}: memory must be a size such as 256MB")
+            raise variables.ConfigError(f"{where}: memory must be a size such as 256MB")
         return size
     if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-        raise config.ConfigError(f"{where}: {key} must be a positive number")
+        raise variables.ConfigError(f"{where}: {key} must be a positive number")
     if key == "timeout":
         return float(value)
     return max(1, int(value))

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import config
+import variables
 from extensions import state
 from runner import directory, wire
 from runner.journal import Journal
@@ -84,7 +85,7 @@ class Functions:
     def environment(self, url):
         own = {**self.own, "SUPABASE_URL": url or self.own.get("SUPABASE_URL", "")}
         # The service's own settings (JWT_SECRET, SMTP_PASS, S3 keys, …) are not the functions' to read.
-        base = {name: value for name, value in os.environ.items() if name not in config.VARIABLES}
+        base = {name: value for name, value in os.environ.items() if name not in variables.VARIABLES}
         return directory.environment(base, self.env_file, own)
 
     def call(self, name, request, caller, url=None):

@@ -9,7 +9,7 @@ import click
 from flask import current_app
 from flask.cli import with_appcontext
 
-import config
+import variables
 from auth import accounts, administration, anonymous, audit, sessions, signing_keys, signups, tokens
 from backups import make, restore
 from backups.archive import BackupError
@@ -65,7 +65,7 @@ def generate_signing_key(algorithm, standby):
 )
 def generate_api_key(secret):
     """Print a new key for PUBLISHABLE_KEYS (or, with --secret, SECRET_KEYS)."""
-    prefix = config.API_KEY_PREFIXES["SECRET_KEYS" if secret else "PUBLISHABLE_KEYS"]
+    prefix = variables.API_KEY_PREFIXES["SECRET_KEYS" if secret else "PUBLISHABLE_KEYS"]
     click.echo(prefix + secrets.token_urlsafe(24))
 
 

@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
-from config import parse_size
 from database import statements, transactions
 from errors import Storage, bucket_not_found, invalid_request, storage_error
 from extensions import db, state
@@ -16,6 +15,7 @@ from models.storage import StorageBucket, StorageObject
 from row_policies import RowPolicy, applying, check_compiles
 from storage import clock
 from tables_toml.buckets import BUCKET_ID, MIME_PATTERN
+from variables import parse_size
 
 _synced_lock = threading.Lock()
 

@@ -4,9 +4,9 @@ who may do what in each and the row policies over their objects."""
 import re
 from dataclasses import dataclass
 
-from config import ConfigError, parse_size
 from row_policies import OPERATIONS, rule_words
 from row_policies import parse as row_policies_section
+from variables import ConfigError, parse_size
 
 BUCKET_KEYS = frozenset({*OPERATIONS, "public", "file_size_limit", "allowed_mime_types", "policies"})
 # Letters, digits, '-', '_' and '.', as S3 and Supabase allow, not starting with a dot.

@@ -93,20 +93,20 @@ def test_the_docs_pages_the_code_names_exist():
 
 
 def test_the_configuration_page_lists_every_variable():
-    import config
+    import variables
 
     page = (ROOT / "docs" / "configuration.md").read_text()
-    names = "|".join(name.upper() for name in config.PROVIDERS)
+    names = "|".join(name.upper() for name in variables.PROVIDERS)
     provider = re.compile(rf"EXTERNAL_(?:{names})_(\w+)")
     missing = []
-    for name in config.VARIABLES:
+    for name in variables.VARIABLES:
         found = provider.fullmatch(name)
         # The providers' variables are listed once, as EXTERNAL_P_<PART>.
         listed = f"`EXTERNAL_P_{found[1]}`" if found else f"`{name}`"
         if listed not in page:
             missing.append(name)
     assert not missing, f"docs/configuration.md does not list {missing}"
-    assert all(f"`{name.upper()}`" in page for name in config.PROVIDERS)
+    assert all(f"`{name.upper()}`" in page for name in variables.PROVIDERS)
 
 
 def test_the_errors_page_lists_every_code():

@@ -10,7 +10,17 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-LEAVES = ("models", "values", "encoding", "errors", "config", "extensions", "row_policies", "metrics")
+LEAVES = (
+    "models",
+    "values",
+    "encoding",
+    "variables",
+    "errors",
+    "config",
+    "extensions",
+    "row_policies",
+    "metrics",
+)
 ABOVE = frozenset(
     {
         "app",
@@ -105,4 +115,4 @@ def test_tables_toml_is_read_in_one_place():
     parsing = {str(path.relative_to(ROOT)) for path in sources if "tomllib" in set(imported(path))}
     assert parsing == {"tables_toml/__init__.py", "runner/directory.py"}
     naming = {str(path.relative_to(ROOT)) for path in sources if '"TABLES_CONFIG"' in path.read_text()}
-    assert naming == {"config.py", "app.py"}
+    assert naming == {"variables.py", "config.py", "app.py"}  # declared, made absolute, handed over

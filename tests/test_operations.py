@@ -274,9 +274,9 @@ def test_metrics_allow_lets_listed_addresses_read_without_a_key(make_app):
 
 
 def metrics_allow(raw):
-    import config
+    import variables
 
-    return config.VARIABLES["METRICS_ALLOW"][1]("METRICS_ALLOW", raw)
+    return variables.VARIABLES["METRICS_ALLOW"][1]("METRICS_ALLOW", raw)
 
 
 def test_a_bad_metrics_allow_is_refused_at_start():
