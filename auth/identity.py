@@ -25,7 +25,7 @@ class Identity:
     role: str  # anon | authenticated | service_role
     user_id: int | None = None
     session_id: str | None = None
-    user: object = None  # the user and profile row (models.load_user's shape) of a signed-in caller
+    user: object = None  # the user and profile row (auth.users.load_user's shape) of a signed-in caller
     aal: str | None = None  # the session's assurance level: aal1, or aal2 after a second factor
     expires_at: int | None = None  # the access token's exp: when a connection it opened must end
 

@@ -31,7 +31,8 @@ PAGES = [  # (file, path, what to wait for)
 
 
 def seed(server):
-    from dashboard import storage, tables
+    from dashboard import storage as storage_pages
+    from dashboard import tables
 
     server.make_user(ADMIN, PASSWORD, admin=True)
     people = ["ann", "bob", "carol", "dave"]
@@ -48,7 +49,7 @@ def seed(server):
         Image.new("RGB", (64, 64), color).save(image, format="PNG")
         image.seek(0)
         with server.app.app_context():
-            storage.upload("avatars", f"{color}.png", image, "image/png")
+            storage_pages.upload("avatars", f"{color}.png", image, "image/png")
     return {"ann": server.user_id("ann@example.com")}
 
 

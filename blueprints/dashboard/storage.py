@@ -7,7 +7,7 @@ from flask import request, url_for
 
 from blueprints.dashboard.base import bp, done, page
 from blueprints.storage import download_name, serve
-from dashboard import storage
+from dashboard import storage as storage_pages  # the Storage pages' work; storage/ is the API's
 from errors import invalid_request
 from storage import media_types
 
@@ -16,7 +16,7 @@ PREVIEWED = ("image/png", "image/jpeg", "image/gif", "image/webp", "image/avif")
 
 
 def settings_from_form():
-    return storage.settings_body(
+    return storage_pages.settings_body(
         request.form.get("public") == "on",
         request.form.get("file_size_limit", ""),
         request.form.get("allowed_mime_types", ""),
@@ -25,13 +25,13 @@ def settings_from_form():
 
 @bp.get("/storage")
 def storage_page():
-    return page("storage.html", buckets=storage.all_buckets())
+    return page("storage.html", buckets=storage_pages.all_buckets())
 
 
 @bp.post("/storage")
 def create_bucket():
     name = request.form.get("name", "")
-    storage.create_bucket(name, settings_from_form())
+    storage_pages.create_bucket(name, settings_from_form())
     return done(".bucket_page", "bucket-created", bucket_id=name)
 
 
@@ -43,9 +43,9 @@ def folder_of(prefix):
 
 @bp.get("/storage/<bucket_id>")
 def bucket_page(bucket_id):
-    bucket = storage.bucket(bucket_id)
+    bucket = storage_pages.bucket(bucket_id)
     prefix = folder_of(request.args.get("prefix", "")[:1024])
-    entries = storage.folder(bucket_id, prefix)
+    entries = storage_pages.folder(bucket_id, prefix)
     parts = prefix.strip("/").split("/") if prefix else []
     crumbs = [(part, "/".join(parts[: index + 1])) for index, part in enumerate(parts)]
     return page(
@@ -56,21 +56,21 @@ def bucket_page(bucket_id):
 
 @bp.post("/storage/<bucket_id>/settings")
 def save_bucket(bucket_id):
-    storage.update_bucket(bucket_id, settings_from_form())
+    storage_pages.update_bucket(bucket_id, settings_from_form())
     return done(".bucket_page", "bucket-saved", bucket_id=bucket_id)
 
 
 @bp.post("/storage/<bucket_id>/empty")
 def empty_bucket(bucket_id):
     confirmed(bucket_id)
-    storage.empty_bucket(bucket_id)
+    storage_pages.empty_bucket(bucket_id)
     return done(".bucket_page", "bucket-emptied", bucket_id=bucket_id)
 
 
 @bp.post("/storage/<bucket_id>/delete")
 def delete_bucket(bucket_id):
     confirmed(bucket_id)
-    storage.delete_bucket(bucket_id)
+    storage_pages.delete_bucket(bucket_id)
     return done(".storage_page", "bucket-deleted")
 
 
@@ -89,20 +89,20 @@ def upload(bucket_id):
     name = prefix + (
         request.form.get("name", "").strip() or part.filename.replace("\\", "/").rpartition("/")[2]
     )
-    storage.upload(bucket_id, name, part.stream, media_types.of_request(part.content_type))
+    storage_pages.upload(bucket_id, name, part.stream, media_types.of_request(part.content_type))
     return done(".bucket_page", "uploaded", bucket_id=bucket_id, prefix=prefix)
 
 
 @bp.get("/storage/<bucket_id>/object/<path:name>")
 def download(bucket_id, name):
     """The object's bytes, as Storage serves them (active types as attachments, sandboxed)."""
-    return serve(*storage.open_object(bucket_id, name), download_name(request.args.get("download")))
+    return serve(*storage_pages.open_object(bucket_id, name), download_name(request.args.get("download")))
 
 
 @bp.post("/storage/<bucket_id>/move")
 def move(bucket_id):
     name, destination = request.form.get("name", ""), request.form.get("destination", "").strip()
-    storage.move(bucket_id, name, destination)
+    storage_pages.move(bucket_id, name, destination)
     return done(
         ".bucket_page", "moved", bucket_id=bucket_id, prefix=folder_of(destination.rpartition("/")[0])
     )
@@ -111,7 +111,7 @@ def move(bucket_id):
 @bp.post("/storage/<bucket_id>/remove")
 def remove(bucket_id):
     name = request.form.get("name", "")
-    storage.remove(bucket_id, name)
+    storage_pages.remove(bucket_id, name)
     return done(
         ".bucket_page", "file-deleted", bucket_id=bucket_id, prefix=folder_of(name.rpartition("/")[0])
     )
@@ -121,7 +121,7 @@ def remove(bucket_id):
 def sign(bucket_id):
     """A signed download URL for the object, shown on the bucket's page with a button that copies it."""
     name = request.form.get("name", "")
-    path, _, token = storage.signed_path(bucket_id, name, SIGNED_URL_SECONDS).rpartition("?token=")
+    path, _, token = storage_pages.signed_path(bucket_id, name, SIGNED_URL_SECONDS).rpartition("?token=")
     path = f"{quote(path, safe='/')}?token={token}"
     return page(
         "signed.html", bucket_id=bucket_id, name=name, url=f"{request.host_url.rstrip('/')}/storage/v1{path}",
