@@ -398,6 +398,21 @@ def test_kept_open_connections_are_spread_over_the_workers(start):
     process, base, anon = start(WORKERS=2, THREADS=2, REALTIME="off")
     pids = workers_of(process)
     host, port = base.removeprefix("http://").split(":")
+
+    def both_serving():
+        """Whether two connections in turn go to both workers: a worker still starting (a loaded
+        machine) publishes no count yet, and the one that serves rightly takes them all."""
+        pair = [http.client.HTTPConnection(host, int(port), timeout=10) for _ in range(2)]
+        try:
+            for connection in pair:
+                connection.request("GET", "/health")
+                connection.getresponse().read()
+            return {owner(connection, pids) for connection in pair} == set(pids)
+        finally:
+            for connection in pair:
+                connection.close()
+
+    eventually(both_serving, 30, 0.2, "both workers serving")
     connections = [http.client.HTTPConnection(host, int(port), timeout=10) for _ in range(12)]
     for connection in connections:  # all at once, as a load test starts
         connection.connect()
