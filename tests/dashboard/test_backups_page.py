@@ -11,7 +11,7 @@ from playwright.sync_api import expect
 from auth import audit, tokens
 from backups import archive
 from pages import accessible, csrf_of
-from support import SECRET
+from support import SECRET, eventually
 
 ANON = tokens.api_key("anon", SECRET)
 SERVICE = tokens.api_key("service_role", SECRET)
@@ -23,13 +23,8 @@ def archives(server):
 
 def made(server, before, seconds=60):
     """The archive made since `before` (a list of names), once it is there."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        new = sorted(set(archives(server)) - set(before))
-        if new:
-            return new[-1]
-        time.sleep(0.1)
-    raise AssertionError("no archive was made")
+    new = eventually(lambda: sorted(set(archives(server)) - set(before)), seconds, 0.1, "an archive made")
+    return new[-1]
 
 
 def test_make_list_and_download_a_backup(server, admin_page):
