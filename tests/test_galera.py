@@ -548,13 +548,11 @@ def test_changes_written_on_every_node_are_sent_once_each_in_order(cluster, hook
     """Plain SQL on the three nodes at once, and one rolled-back insert: each committed change reaches
     the receiver once (two instances, one per node, claim each delivery), each node's in its order."""
     receiver, instances, _ = hooked
-    deadline = time.monotonic() + 60  # the hook's thread makes the triggers after the start
-    while cluster.nodes[0].query(
-        "SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_NAME LIKE 'minibase\\_wh\\_%'",
-        DATABASE,
-    ) != ((3,),):
-        assert time.monotonic() < deadline, "the webhook triggers were not made"
-        time.sleep(0.2)
+    triggers = "SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_NAME LIKE 'minibase\\_wh\\_%'"
+    # the hook's thread makes the triggers after the start
+    eventually(
+        lambda: cluster.nodes[0].query(triggers, DATABASE) == ((3,),), 60, 0.2, "the webhook triggers made"
+    )
     rolled_back = cluster.nodes[1].connect(DATABASE)
     rolled_back.begin()
     with rolled_back.cursor() as cursor:

@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
@@ -73,14 +72,9 @@ def test_two_workers_count_every_request_once_and_log_json_without_secrets(datab
             [sys.executable, "wsgi.py"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=stderr
         )
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if requests.get(f"{base}/live", timeout=(1, 10)).status_code == 200:
-                    break
-            except requests.ConnectionError:
-                assert time.monotonic() < deadline and server.poll() is None, log.read_text()
-                time.sleep(0.1)
+        up = eventually(lambda: server.poll() is not None or requests.get(f"{base}/live", timeout=(1, 10)),
+                        60, 0.1, "wsgi.py serving", ignoring=(requests.ConnectionError,))  # fmt: skip
+        assert up is not True, log.read_text()  # True: the server exited
         before = counted(base, service)
         key = {"apikey": anon}
         signup = requests.post(
@@ -119,10 +113,8 @@ def test_two_workers_count_every_request_once_and_log_json_without_secrets(datab
         # A worker killed and replaced: what it counted stays counted, once.
         workers = children(server.pid)
         os.kill(min(workers), signal.SIGKILL)
-        deadline = time.monotonic() + 30
-        while len(children(server.pid) - workers) < 1 or len(children(server.pid)) < 2:
-            assert time.monotonic() < deadline, "the dead worker was not replaced"
-            time.sleep(0.1)
+        eventually(lambda: children(server.pid) - workers and len(children(server.pid)) >= 2, 30, 0.1,
+                   "the dead worker replaced")  # fmt: skip
         again = counted(base, service)
         for label in (("rest", "2xx"), ("auth", "2xx"), ("auth", "4xx"), ("other", "4xx")):
             assert again[label] == after[label], label

@@ -3,13 +3,12 @@ no 5xx, on both databases."""
 
 import logging
 import threading
-import time
 
 import pytest
 import requests
 from sqlalchemy import create_engine, text
 
-from support import Api, serve_app
+from support import Api, eventually, serve_app
 
 REFRESH = "/auth/v1/token?grant_type=refresh_token"
 # A users table as another application may have made it: email indexed, but not unique.
@@ -197,12 +196,10 @@ def test_an_upsert_whose_savepoint_a_deadlock_took_runs_again(
                 "SELECT COUNT(*) FROM information_schema.PROCESSLIST"
                 " WHERE INFO LIKE 'INSERT INTO items%' AND STATE = 'Update'"
             )
-            deadline = time.monotonic() + 60  # a loaded machine: the wait itself is bounded by the server
-            while not watch.execute(text(waiting)).scalar():
-                assert time.monotonic() < deadline and upsert.is_alive(), (
-                    "the upsert never waited for the lock"
-                )
-                time.sleep(0.01)
+            # a loaded machine: the wait itself is bounded by the server
+            eventually(lambda: not upsert.is_alive() or watch.execute(text(waiting)).scalar(), 60, 0.01,
+                       "the upsert waiting for the lock")  # fmt: skip
+            assert upsert.is_alive(), "the upsert ended without waiting for the lock"
         # The upsert holds row 'a' (merged) and waits to insert 'k': asking for 'a' closes the circle.
         other.execute(text("SELECT id FROM items WHERE name = 'a' FOR UPDATE")).all()
         other.commit()

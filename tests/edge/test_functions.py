@@ -15,7 +15,7 @@ import pytest
 import requests
 
 from runner import service
-from support import SECRET, serve_app, supabase_clients
+from support import SECRET, eventually, serve_app, supabase_clients
 
 FUNCTIONS = Path(__file__).resolve().parent / "functions"
 pytestmark = pytest.mark.parametrize("backend", ["sqlite"])
@@ -204,9 +204,7 @@ def test_too_many_calls_at_once_are_refused_not_queued(served, anon_key):
     first = threading.Thread(target=call, args=(base, "slow", anon_key))
     first.start()
     running = app.extensions["minibase"].function_runner.pool.running
-    deadline = time.monotonic() + 30
-    while running["slow"] < 1 and time.monotonic() < deadline:  # the first call is in
-        time.sleep(0.02)
+    eventually(lambda: running["slow"] >= 1, 30, what="the first call running")
     started = time.monotonic()
     refused = call(base, "slow", anon_key)
     assert_failure(refused, 546, "WORKER_LIMIT")

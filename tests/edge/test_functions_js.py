@@ -8,6 +8,7 @@ import shutil
 
 import pytest
 
+from support import require
 from tools import functions_js_suite
 
 pytestmark = pytest.mark.slow  # node, jest, and a python wsgi.py per spec file
@@ -21,10 +22,7 @@ CANNOT_PASS = {
 
 
 def test_functions_js_s_own_specs_pass_against_minibase():
-    if shutil.which("node") is None or shutil.which("npm") is None:
-        if os.environ.get("CI"):
-            pytest.fail("CI must run functions-js's specs: install node 20 and npm (.ci/run does)")
-        pytest.skip("node and npm are not installed")
+    require(shutil.which("node") and shutil.which("npm"), "node and npm", "node 20 and npm")
     checkout = os.environ.get("FUNCTIONS_JS_CHECKOUT")
     try:
         functions_js_suite.source(checkout)
