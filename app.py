@@ -12,6 +12,7 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 import config
 import metrics
 import tables_toml
+import variables
 from auth import mail, signing_keys, tokens
 from backups import make
 from blueprints import gateway, responses
@@ -186,7 +187,7 @@ def schedule_backups(app):
             schedules.register(app, BACKUP_SCHEDULE, app.config["BACKUP_SCHEDULE"], make.scheduled,
                                timeout=MAX_TIMEOUT)  # fmt: skip
         except ValueError as exc:
-            raise config.ConfigError(f"BACKUP_SCHEDULE: {exc}") from None
+            raise variables.ConfigError(f"BACKUP_SCHEDULE: {exc}") from None
 
 
 def only_with_origin(app):
@@ -244,7 +245,7 @@ def wait_for_database():
             transactions.unbound_waits()
             try:
                 cache.database_ready = prepare_database()
-            except config.ConfigError as exc:  # a row policy the database refuses: say so, stay 503
+            except variables.ConfigError as exc:  # a row policy the database refuses: say so, stay 503
                 log.error("%s", exc)
             if cache.database_ready:
                 log.info("the database answers: migrated, serving")

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-from config import ConfigError
 from extensions import db
+from variables import ConfigError
 
 OPERATIONS = ("select", "insert", "update", "delete")
 RULES = ("anon", "authenticated", "owner", "service_role")

@@ -19,9 +19,10 @@ from jinja2 import (
 
 import config
 import metrics
-from config import ConfigError, setting
+from config import setting
 from errors import APIError, Auth
 from extensions import state
+from variables import ConfigError
 
 log = logging.getLogger("minibase")
 

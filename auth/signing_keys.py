@@ -12,7 +12,7 @@ import jwt
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from jwt.algorithms import ECAlgorithm, RSAAlgorithm
 
-from config import ConfigError
+from variables import ConfigError
 
 # kty -> the one algorithm a key of that type signs with here (GoTrue's choices for new projects).
 ALGORITHMS = {"EC": "ES256", "RSA": "RS256", "oct": "HS256"}

@@ -12,9 +12,9 @@ from flask import Blueprint, current_app, request
 import metrics
 from auth.identity import api_key_role, identify
 from blueprints.gateway import bearer_token, refuse_secret_key_in_browser
-from config import ConfigError
 from errors import APIError
 from runner import service
+from variables import ConfigError
 
 bp = Blueprint("functions", __name__, url_prefix="/functions/v1")
 METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]

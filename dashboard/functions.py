@@ -3,9 +3,9 @@ calls this process answered, each with its log lines (runner.journal)."""
 
 import datetime
 
-from config import ConfigError
 from extensions import state
 from runner import directory
+from variables import ConfigError
 
 
 def overview(function=None):

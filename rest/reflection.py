@@ -13,12 +13,12 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from sqlalchemy.exc import NoSuchTableError
 
-from config import ConfigError
 from errors import APIError, Rest
 from extensions import db, state
 from query import resolve, sql, tree
 from rest import policies
 from row_policies import check_compiles
+from variables import ConfigError
 
 log = logging.getLogger("minibase")
 

@@ -98,7 +98,7 @@ class Functions:
             return self.done(name, request["method"], started, failed("NOT_FOUND"), [])
         try:
             limits = self.limits(name)
-        except config.ConfigError as exc:
+        except variables.ConfigError as exc:
             log.error("%s", exc)
             return self.done(name, request["method"], started, failed("BOOT_ERROR"), [])
         try:

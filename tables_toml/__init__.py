@@ -15,12 +15,12 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from config import ConfigError
 from tables_toml import buckets, realtime, tables, webhooks
 from tables_toml.buckets import Declared
 from tables_toml.realtime import Rules
 from tables_toml.tables import Function, Policy
 from tables_toml.webhooks import Schedule, Webhook
+from variables import ConfigError
 
 SECTIONS = ("tables", "functions", "buckets", "realtime", "webhooks", "schedules")
 

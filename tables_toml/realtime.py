@@ -3,9 +3,9 @@ rule words and as row policies over `topic` and `extension` (live/topics.py judg
 
 from dataclasses import dataclass, field
 
-from config import ConfigError
 from row_policies import parse as parse_policies
 from row_policies import rule_words
+from variables import ConfigError
 
 OPERATIONS = ("select", "insert")
 

@@ -6,10 +6,10 @@ from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
-from config import ConfigError
 from models import SERVICE_TABLES
 from row_policies import OPERATIONS, RULES, rule_words
 from row_policies import parse as row_policies_section
+from variables import ConfigError
 
 TABLE_KEYS = frozenset(
     {*OPERATIONS, "owner_column", "columns", "primary_key", "references", "policies", "realtime"}

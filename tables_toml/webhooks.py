@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 
 import cronsim
 
-from config import ConfigError
+from variables import ConfigError
 
 NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 FUNCTION_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")

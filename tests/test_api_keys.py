@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from config import ConfigError, from_environment
+from config import from_environment
 from support import Api, assert_auth_error, serve_app, supabase_clients
+from variables import ConfigError
 
 JS = Path(__file__).resolve().parent / "js"
 PUBLISHABLE = "sb_publishable_" + "P" * 31

@@ -567,7 +567,7 @@ def test_a_backup_under_write_load_restores_with_no_row_without_bytes(
 def test_backup_schedule_makes_and_prunes_through_the_schedules(make_app, tmp_path):
     """BACKUP_SCHEDULE is a schedule named `backup`: each run makes an archive and keeps BACKUP_KEEP;
     a line that is not cron stops the start."""
-    import config
+    import variables
 
     where = tmp_path / "archives"
     app = make_app(BACKUP_SCHEDULE="0 3 * * *", BACKUP_TO=str(where), BACKUP_KEEP=1)
@@ -577,7 +577,7 @@ def test_backup_schedule_makes_and_prunes_through_the_schedules(make_app, tmp_pa
         answer = app.test_cli_runner().invoke(args=["schedules", "run", "backup"])
         assert answer.exit_code == 0 and "backup: succeeded" in answer.output, answer.output
     assert len(list(where.glob("minibase-*.zip"))) == 1  # the first pruned by the second run
-    with pytest.raises(config.ConfigError, match="BACKUP_SCHEDULE"):
+    with pytest.raises(variables.ConfigError, match="BACKUP_SCHEDULE"):
         make_app(BACKUP_SCHEDULE="at three")
 
 

@@ -13,6 +13,7 @@ import pytest
 from sqlalchemy import create_engine, inspect, text
 
 import config
+import variables
 from app import create_app
 from auth import tokens
 from extensions import db
@@ -45,7 +46,7 @@ def test_defaults_are_spec_section_1():
     ],
 )
 def test_bad_settings_refuse_to_start_naming_the_variable(variable, value):
-    with pytest.raises(config.ConfigError, match=variable):
+    with pytest.raises(variables.ConfigError, match=variable):
         config.from_environment({variable: value})
 
 
@@ -58,7 +59,7 @@ def test_bad_settings_refuse_to_start_naming_the_variable(variable, value):
     ],
 )
 def test_settings_that_cannot_work_together_refuse_to_start(database_url, settings, said):
-    with pytest.raises(config.ConfigError, match=said):
+    with pytest.raises(variables.ConfigError, match=said):
         create_app({"DATABASE_URL": database_url, "JWT_SECRET": "x" * 40, **settings})
 
 
@@ -68,7 +69,7 @@ def test_settings_that_cannot_work_together_refuse_to_start(database_url, settin
 )
 def test_a_mail_template_that_cannot_render_stops_the_start(database_url, tmp_path, template, said):
     (tmp_path / "recovery.txt").write_text(template)
-    with pytest.raises(config.ConfigError, match=said):
+    with pytest.raises(variables.ConfigError, match=said):
         create_app({"DATABASE_URL": database_url, "JWT_SECRET": "x" * 40, "EMAIL_TEMPLATES": str(tmp_path)})
 
 
@@ -84,7 +85,7 @@ def test_relative_sqlite_paths_are_anchored_at_the_project():
 
 
 def test_short_jwt_secret_refuses_to_start(database_url):
-    with pytest.raises(config.ConfigError, match="JWT_SECRET"):
+    with pytest.raises(variables.ConfigError, match="JWT_SECRET"):
         create_app({"DATABASE_URL": database_url, "JWT_SECRET": "too-short"})
 
 

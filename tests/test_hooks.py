@@ -12,9 +12,10 @@ import pyotp
 import pytest
 
 from auth import hooks
-from config import ConfigError, flask_settings, from_environment
+from config import flask_settings, from_environment
 from hook_server import HOOK_SECRET, HookServer
 from support import SECRET, Api, assert_auth_error, free_port
+from variables import ConfigError
 
 OTHER_SECRET = "v1,whsec_" + base64.b64encode(b"o" * 32).decode()
 

@@ -281,8 +281,9 @@ def metrics_allow(raw):
 
 def test_a_bad_metrics_allow_is_refused_at_start():
     import config
+    import variables
 
-    with pytest.raises(config.ConfigError, match="METRICS_ALLOW"):
+    with pytest.raises(variables.ConfigError, match="METRICS_ALLOW"):
         config.from_environment({"METRICS_ALLOW": "10.0.0.300"})
 
 

@@ -11,11 +11,11 @@ import sqlalchemy as sa
 import config
 import tables_toml
 from blueprints.gateway import Identity
-from config import ConfigError
 from errors import APIError
 from rest import policies
 from row_policies import OPERATIONS
 from tables_toml.tables import Policy
+from variables import ConfigError
 
 ANON = Identity("anon")
 USER = Identity("authenticated", user_id=7, session_id="s")

@@ -11,10 +11,10 @@ from datetime import UTC, datetime
 import pytest
 import sqlalchemy as sa
 
-from config import ConfigError
 from extensions import db
 from receiver import SECRET, Receiver
 from tables_toml import webhooks as settings
+from variables import ConfigError
 from webhooks import outbox, schedules
 
 NOON = datetime(2026, 11, 29, 12, 0, 30, tzinfo=UTC).timestamp()

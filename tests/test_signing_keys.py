@@ -13,7 +13,6 @@ import sqlalchemy as sa
 from cryptography.hazmat.primitives import serialization
 
 from auth import identity, signing_keys, tokens
-from config import ConfigError
 from support import (
     SECRET,
     Api,
@@ -24,6 +23,7 @@ from support import (
     gotrue_client,
     serve_app,
 )
+from variables import ConfigError
 
 EC_A = signing_keys.generate("ES256", kid="key-a")
 EC_B = signing_keys.generate("ES256", kid="key-b")

@@ -12,12 +12,12 @@ import time
 import pytest
 import sqlalchemy as sa
 
-from config import ConfigError
 from extensions import db
 from receiver import SECRET, Receiver
 from support import SECRET as JWT_SECRET
 from support import Api, assert_auth_error, eventually
 from tables_toml import webhooks as settings
+from variables import ConfigError
 from webhooks import outbox, worker
 
 FAST = {"WEBHOOK_POLL_SECONDS": 0.05, "WEBHOOK_RETRY_SECONDS": 0.1, "SCHEDULE_TICK_SECONDS": 0.1}

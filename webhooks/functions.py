@@ -3,9 +3,9 @@ body (runner.service.invoke), its answer judged as a URL's is: a 2xx is done, an
 
 import time
 
-from config import ConfigError
 from extensions import state
 from runner import service
+from variables import ConfigError
 from webhooks import sending
 
 ANSWER_CHARS = 200  # what an error keeps of the function's answer

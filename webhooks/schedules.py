@@ -17,10 +17,10 @@ import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError
 
 import metrics
-from config import ConfigError
 from extensions import db
 from models.changes import ScheduleRun
 from tables_toml import webhooks as settings
+from variables import ConfigError
 from webhooks import functions, outbox, sending
 
 log = logging.getLogger("minibase")

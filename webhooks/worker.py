@@ -11,9 +11,9 @@ import time
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 import metrics
-from config import ConfigError
 from live import capture
 from tables_toml import webhooks as settings
+from variables import ConfigError
 from webhooks import functions, outbox, schedules
 
 log = logging.getLogger("minibase")

@@ -80,7 +80,7 @@ def test_a_view_is_read_in_its_key_order_and_never_written(rest):
     ],
 )
 def test_a_listing_that_could_leak_refuses_to_start(make_app, tmp_path, entry, message):
-    from config import ConfigError
+    from variables import ConfigError
 
     config = tmp_path / "bad.toml"
     config.write_text(entry)

@@ -6,8 +6,8 @@ import pytest
 import requests
 import sqlalchemy as sa
 
-from config import ConfigError
 from support import Api, assert_rest_error, serve_app
+from variables import ConfigError
 
 metadata = sa.MetaData()
 posts = sa.Table(

@@ -12,8 +12,8 @@ import pytest
 import sqlalchemy as sa
 
 import tables_toml
-from config import ConfigError
 from support import Api, assert_rest_error, serve_app
+from variables import ConfigError
 
 TABLES = """
 [tables.authors]

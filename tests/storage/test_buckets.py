@@ -3,8 +3,8 @@
 import pytest
 
 from app import create_app
-from config import ConfigError
 from support import SECRET, Api, assert_storage_error
+from variables import ConfigError
 
 BUCKETS = "/storage/v1/bucket"
 

@@ -4,8 +4,8 @@ policy refuses leaves a row or a file behind."""
 
 import pytest
 
-from config import ConfigError
 from support import assert_storage_error
+from variables import ConfigError
 
 OBJECTS = "/storage/v1/object"
 
