@@ -10,6 +10,7 @@ import shutil
 
 import pytest
 
+from support import require
 from tools import auth_js_suite
 
 pytestmark = pytest.mark.slow  # node, jest, and a python wsgi.py
@@ -18,10 +19,7 @@ EXPECTED = {"Passkey end-to-end": 13, "WebAuthn MFA": 8, "signInAnonymously": 2}
 
 
 def test_auth_js_s_own_passkey_webauthn_mfa_and_anonymous_specs_pass_against_minibase():
-    if shutil.which("node") is None or shutil.which("npm") is None:
-        if os.environ.get("CI"):
-            pytest.fail("CI must run auth-js's specs: install node 20 and npm (.ci/run does)")
-        pytest.skip("node and npm are not installed")
+    require(shutil.which("node") and shutil.which("npm"), "node and npm", "node 20 and npm")
     checkout = os.environ.get("AUTH_JS_CHECKOUT") or os.environ.get("FUNCTIONS_JS_CHECKOUT")
     try:
         auth_js_suite.source(checkout)
