@@ -64,6 +64,7 @@ def cgi_request(env, method, path, body=b"", headers=None):
     return head.decode(), json.loads(payload) if payload else None
 
 
+@pytest.mark.slow  # starts python processes: seconds each, the slow tier's kind
 def test_the_cgi_script_serves_a_sign_up_and_a_sign_in(tmp_path):
     env = {
         **os.environ,

@@ -125,6 +125,7 @@ def test_migrating_twice_is_harmless(make_app):
     assert len(version) == 1
 
 
+@pytest.mark.slow  # starts python processes: seconds each, the slow tier's kind
 def test_two_instances_starting_at_once_migrate_once(database_url):
     env = {**os.environ, "DATABASE_URL": database_url, "JWT_SECRET": SECRET, "PYTHONPATH": str(ROOT)}
     script = "from app import create_app; create_app()"
@@ -271,6 +272,7 @@ def test_rate_limit_storage_uri_is_used(make_app, anon_key):
     assert type(limiter.storage).__name__ == "RedisStorage"
 
 
+@pytest.mark.slow  # starts python processes: seconds each, the slow tier's kind
 def test_python_wsgi_py_migrates_prints_the_keys_and_serves(database_url, tmp_path):
     """What `make run` ends in: the process a user starts, over HTTP. Its output is a pipe, as under
     a service manager, so the service_role key stays out of it."""
