@@ -5,6 +5,7 @@ subscriber's own parameters, in one statement for every row of a table and every
 (a cross join of the rows and the callers' values). Then each change is encoded once, and each
 subscriber's frame made around that text. Run in a thread, in the app's context."""
 
+import functools
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -47,14 +48,15 @@ def judge(changes, listeners):
             dead.append((listener.channel, who))
         else:
             living.append((listener, who))
-    wanted = []  # (change, table, [(listener, ids, grant)])
-    grants = {}  # (table, role, user, session) -> its Grant of select, or None
+    wanted = []  # (change, table, [(listener, ids, grant, values)])
+    grants = {}  # (table, role, user, session) -> (its Grant of select, or None; its policy's values)
     for change in changes:
         policy = policies.policies().get(change.table)
         table = reflection.reflected_or_none(change.table) if policy is not None and policy.realtime else None
         if table is None:
             continue
         row = _row(change)
+        owner = None if policy.owner_column is None else row.get(policy.owner_column)
         found = []
         for listener, who in living:
             ids = [s.id for s in listener.subscriptions if s.matches(change.table, change.operation, row)]
@@ -63,25 +65,21 @@ def judge(changes, listeners):
             key = (change.table, who.role, who.user_id, who.session_id)
             if key not in grants:
                 grants[key] = _grant(policy, who)
-            grant = grants[key]
-            if (
-                grant is None
-                or policy.owner_column is not None
-                and not grant.owns(row.get(policy.owner_column))
-            ):
+            grant, values = grants[key]
+            if grant is None or policy.owner_column is not None and not grant.owns(owner):
                 continue
-            found.append((listener, ids, grant))
+            found.append((listener, ids, grant, values))
         if found:
             wanted.append((change, table, found))
     admitted = _admitted(wanted)
     frames = []
     for change, table, found in wanted:
         data = None
-        for listener, ids, grant in found:
-            if grant.using is not None and (change.id, _values(grant)) not in admitted:
+        for listener, ids, grant, values in found:
+            if grant.using is not None and (change.id, values) not in admitted:
                 continue
             data = data or json.dumps(payload(change, table), separators=(",", ":"))
-            text = f'{{"ids":{json.dumps(ids)},"data":{data}}}'
+            text = f'{{"ids":[{",".join(map(str, ids))}],"data":{data}}}'
             message = protocol.Message(listener.topic, "postgres_changes", protocol.Encoded(text), None,
                                        listener.join_ref)  # fmt: skip
             frames.append((listener.channel, protocol.encode(message, listener.vsn)))
@@ -94,15 +92,15 @@ def _row(change):
 
 
 def _grant(policy, who):
+    """(the Grant of select, or None when refused; the caller's values of the parameters its row
+    policy names, or None without one: callers alike are judged once)."""
     try:
-        return policies.authorize(policy, "select", who)
+        grant = policies.authorize(policy, "select", who)
     except APIError:
-        return None
-
-
-def _values(grant):
-    """The caller's values of the parameters its row policy names: callers alike are judged once."""
-    return tuple(grant.values.get(name) for name in grant.using.params)
+        return None, None
+    if grant.using is None:
+        return grant, None
+    return grant, tuple(grant.values.get(name) for name in grant.using.params)
 
 
 def _admitted(wanted):
@@ -111,12 +109,12 @@ def _admitted(wanted):
     set of callers' values."""
     tables = {}  # name -> (RowPolicy, {change id: row}, {values})
     for change, _, found in wanted:
-        for _, _, grant in found:
+        for _, _, grant, values in found:
             if grant.using is None:
                 continue
             using, rows, callers = tables.setdefault(change.table, (grant.using, {}, set()))
             rows[change.id] = _row(change)
-            callers.add(_values(grant))
+            callers.add(values)
     admitted = set()
     with db.engine.connect() as connection:
         for name, (using, rows, callers) in tables.items():
@@ -124,44 +122,52 @@ def _admitted(wanted):
             for first in range(0, len(rows), CHUNK):
                 for start in range(0, len(callers), CHUNK):
                     part = callers[start : start + CHUNK]
-                    statement = _statement(name, using, rows[first : first + CHUNK], part)
-                    for row, caller in connection.execute(statement):
+                    statement, values = _statement(name, using, rows[first : first + CHUNK], part)
+                    for row, caller in connection.execute(statement, values):
                         admitted.add((row, part[caller]))
     return admitted
 
 
 def _statement(name, using, rows, callers):
-    """SELECT (change id, caller index) of `rows` ([(change id, row)]) crossed with `callers` (tuples of
-    values of using.params) where the policy holds: the rows as a derived table named as the table
-    (the policy names its columns, qualified or not), the callers' values as another. Written as text:
-    its shape changes with every batch, and SQLAlchemy's constructs cost more than the query."""
-    quote = db.engine.dialect.identifier_preparer.quote
-    columns = list(dict.fromkeys(column for _, row in rows for column in row))
+    """(SELECT (change id, caller index) of `rows` ([(change id, row)]) crossed with `callers` (tuples
+    of values of using.params) where the policy holds, its values): the rows as a derived table named
+    as the table (the policy names its columns, qualified or not), the callers' values as another."""
+    columns = tuple(dict.fromkeys(column for _, row in rows for column in row))
     values = {}
+    for n, (key, row) in enumerate(rows):
+        values[f"r{n}_0"] = key
+        for m, column in enumerate(columns, 1):
+            values[f"r{n}_{m}"] = _bound(row.get(column))
+    for n, found in enumerate(callers):
+        values[f"c{n}_0"] = n
+        for m, value in enumerate(found, 1):
+            values[f"c{n}_{m}"] = _bound(value)
+    return _sql(db.engine.dialect, name, using, columns, len(rows), len(callers)), values
 
-    def union(labels, lines, prefix):
-        """SELECT :p0_0 AS label, … UNION ALL SELECT :p1_0, … of `lines` (tuples of values)."""
-        selects = []
-        for n, line in enumerate(lines):
-            parts = []
-            for m, (label, value) in enumerate(zip(labels, line, strict=True)):
-                key = f"{prefix}{n}_{m}"
-                values[key] = json.dumps(value) if isinstance(value, dict | list) else value
-                parts.append(f":{key} AS {label}" if n == 0 else f":{key}")
-            selects.append("SELECT " + ", ".join(parts))
-        return " UNION ALL ".join(selects)
 
-    row_table = union(
-        [ROW, *(quote(column) for column in columns)],
-        ((key, *(row.get(column) for column in columns)) for key, row in rows),
-        "r",
-    )
-    caller_table = union([CALLER, *using.params], ((n, *found) for n, found in enumerate(callers)), "c")
-    sql = (
+def _bound(value):
+    return json.dumps(value) if isinstance(value, dict | list) else value
+
+
+@functools.lru_cache(maxsize=64)
+def _sql(dialect, name, using, columns, rows, callers):
+    """The text of _statement for its shape, which repeats from batch to batch (one row, a hundred
+    callers): SQLAlchemy parses a text's parameters each time it is made, a few ms for a thousand.
+    Written as text: SQLAlchemy's constructs cost more than the query."""
+    quote = dialect.identifier_preparer.quote
+
+    def union(labels, count, prefix):
+        """SELECT :p0_0 AS label, … UNION ALL SELECT :p1_0, … of `count` lines."""
+        first = ", ".join(f":{prefix}0_{m} AS {label}" for m, label in enumerate(labels))
+        rest = (", ".join(f":{prefix}{n}_{m}" for m in range(len(labels))) for n in range(1, count))
+        return " UNION ALL ".join(["SELECT " + first, *("SELECT " + line for line in rest)])
+
+    row_table = union([ROW, *(quote(column) for column in columns)], rows, "r")
+    caller_table = union([CALLER, *using.params], callers, "c")
+    return sa.text(
         f"SELECT {quote(name)}.{ROW}, {CALLERS}.{CALLER} FROM ({row_table}) AS {quote(name)} "
         f"CROSS JOIN ({caller_table}) AS {CALLERS} WHERE ({using.sql_from(CALLERS)})"
     )
-    return sa.text(sql).bindparams(**values)
 
 
 TYPES = (
