@@ -12,6 +12,8 @@ import sqlite3
 import time
 from dataclasses import dataclass
 
+import sqlalchemy as sa
+
 from extensions import db
 from live import capture, changelog, delivery
 from rest import policies, reflection
@@ -22,13 +24,14 @@ _ids = itertools.count(1)
 EVENTS = ("*", "INSERT", "UPDATE", "DELETE")
 OPERATORS = ("eq", "neq", "lt", "lte", "gt", "gte", "in")
 FILTER = re.compile(r"([^=]+)=(eq|neq|lt|lte|gt|gte|in)\.(.*)", re.S)
-POLL_SECONDS = 0.02  # between two reads of the log while someone subscribes
+POLL_SECONDS = 0.02  # between two reads of the log while someone subscribes (and no commit of ours)
 IDLE_SECONDS = 0.5  # between two reads while no one does
 LOOK_SECONDS = 0.005  # SQLite: between two looks at whether anything was committed (Watch)
 WATCHED_SECONDS = 0.2  # SQLite: between two reads of the log when nothing seems committed
 RENEWAL_SECONDS = 1.0  # the longest changes just read wait for a channel's new token to be verified
 JUDGE_RETRY_SECONDS = 60  # how long changes whose judging fails are judged again as a batch
 TRIM_SECONDS = 10  # between two trims
+COMMITTED = "minibase_committed"  # in a pooled connection's info: it committed since its checkout
 
 
 class Refused(Exception):
@@ -188,6 +191,7 @@ class Feed:
         self.renewing = set()  # channels whose new access token is being verified (sessions.Socket)
         self.pending = []  # changes read but not yet judged (the judging failed)
         self.failing_since = None  # when the judging of self.pending first failed
+        self.engine = None  # the app's engine, whose commits wake the feed (woken_by_commits)
 
     async def start(self):
         """Install the triggers and start reading; with the database down or refusing, Realtime
@@ -198,13 +202,33 @@ class Feed:
                 return  # no table opts in: nothing to read
             await self.server.call(self.reader.start)
             self.watch = await self.server.call(Watch.of_database)
+            self.engine = await self.server.call(lambda: db.engine)
+            self.woken_by_commits(True)
         except Exception:
             log.exception("realtime: the change log cannot be read: no Postgres changes are served")
             self.captured = {}
             return
         self.task = asyncio.create_task(self.run())
 
+    def woken_by_commits(self, on):
+        """Read the log as soon as a connection of this process has committed (a write through
+        /rest/v1, a function's, the auth service's), not at the next poll: the commit marks its
+        connection, and its return to the pool, after the commit, wakes the feed. Writers in other
+        processes are seen by the poll (SQLite: by Watch, at once)."""
+        listen = sa.event.listen if on else sa.event.remove
+        listen(self.engine, "commit", _committing)
+        listen(self.engine.pool, "checkin", self._checked_in)
+
+    def _checked_in(self, dbapi_connection, record):
+        if record is not None and record.info.pop(COMMITTED, False) and self.channels:
+            try:
+                self.server.loop.call_soon_threadsafe(self.wake.set)
+            except RuntimeError:  # the loop has closed: the service is stopping
+                pass
+
     async def stop(self):
+        if self.engine is not None:
+            self.woken_by_commits(False)
         if self.task is not None:
             self.task.cancel()
             try:
@@ -316,6 +340,11 @@ class Feed:
                 continue
             frames, dead = frames + more, dead + more_dead
         return frames, dead
+
+
+def _committing(connection):
+    """A commit begins on `connection`: its return to the pool wakes the feed (Feed._checked_in)."""
+    connection.info[COMMITTED] = True
 
 
 class Watch:

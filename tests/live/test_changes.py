@@ -372,6 +372,30 @@ def test_a_transaction_open_when_the_service_starts_is_delivered_when_it_commits
 
 
 @pytest.mark.parametrize("backend", ["mysql"], indirect=True)
+def test_the_services_own_commit_wakes_the_feed_before_its_poll(start_server, database):
+    """MariaDB tells no one of a commit: the feed polls the log. A write of the service itself (here
+    through /rest/v1) is read at once, and with it what another program wrote before; the poll is
+    made 30 s long, so only the wake can deliver them in time."""
+    server = start_server(TABLES, prelude="import live.changes; live.changes.POLL_SECONDS = 30")
+    watcher = Client(server)
+    assert watcher.join("db", postgres_changes=changes("db", ("INSERT", "messages", {})))["status"] == "ok"
+    assert watcher.until("system")["payload"]["message"] == "Subscribed to PostgreSQL"
+    database("INSERT INTO messages (room, body) VALUES (1, 'by another program')")
+    watcher.nothing(1.0)  # no wake from another program's commit: the poll is all there is
+    started = time.monotonic()
+    answer = requests.post(
+        f"{server.base}/rest/v1/messages",
+        json={"room": 1, "body": "through the API"},
+        headers={"apikey": server.anon},
+        timeout=10,
+    )
+    assert answer.status_code == 201, answer.text
+    assert [change(watcher, 5)[1]["record"]["body"] for _ in range(2)] == ["by another program",
+                                                                          "through the API"]  # fmt: skip
+    assert time.monotonic() - started < 5
+
+
+@pytest.mark.parametrize("backend", ["mysql"], indirect=True)
 def test_rolled_back_ids_do_not_hold_later_changes_back(start_server, database, database_url):
     """Each rolled-back insert leaves a gap in the log's ids that is never filled: the change after
     it goes out without waiting for it. Past 32 gaps the oldest, here a transaction still open, are
