@@ -7,6 +7,7 @@ import collections
 import itertools
 import logging
 
+import metrics
 from live import protocol
 from live.protocol import Message
 
@@ -22,7 +23,7 @@ TOO_SLOW = 1013  # "try again later": the client did not read what it was sent
 class Connection:
     """One socket: its serializer, its channels by topic, and the frames waiting to be written."""
 
-    def __init__(self, vsn, outbox_limit):
+    def __init__(self, vsn, outbox_limit, write_wire=None):
         self.vsn = vsn
         self.channels = {}  # topic -> Channel
         self.outbox = collections.deque()
@@ -30,13 +31,22 @@ class Connection:
         self.ready = asyncio.Event()
         self.close_code = None  # set: the writer sends this close code and the session ends
         self.close_reason = ""
+        self.write_wire = write_wire  # the server's: framed bytes written at once (True) or not
+        self.sending = False  # the writer holds a frame taken from the outbox that may not be out yet
 
     def send(self, message):
         self.send_frame(protocol.encode(message, self.vsn))
 
-    def send_frame(self, frame):
+    def send_frame(self, frame, framed=None):
+        """Queue `frame` for the writer, or, when nothing is queued or being sent before it, write it
+        at once where the server lets the app frame it (`framed`: its protocol.wire, when the caller
+        made it once for many sockets)."""
         if frame is None or self.close_code is not None:
             return
+        if self.write_wire is not None and not self.outbox and not self.sending:
+            if self.write_wire(framed or protocol.wire(frame)):
+                metrics.REALTIME_DELIVERIES.inc()
+                return
         if len(self.outbox) >= self.outbox_limit:
             log.warning("realtime: a socket did not read %s messages: closed", self.outbox_limit)
             self.close(TOO_SLOW, "too many unread messages")
@@ -129,14 +139,15 @@ class Hub:
         if not members:
             return
         message = Message(members[0].topic, "broadcast", payload)
-        frames = {}
+        frames = {}  # vsn -> (frame, its wire bytes)
         for channel in members:
             if channel is sender or channel.lapsed:
                 continue
             vsn = channel.connection.vsn
             if vsn not in frames:
-                frames[vsn] = protocol.encode(message, vsn)
-            channel.connection.send_frame(frames[vsn])
+                frame = protocol.encode(message, vsn)
+                frames[vsn] = (frame, None if frame is None else protocol.wire(frame))
+            channel.connection.send_frame(*frames[vsn])
 
     def presence_state(self, key):
         state = {}

@@ -149,6 +149,19 @@ def _encode_user_broadcast(topic, broadcast):
     return header + topic_bytes + event_bytes + broadcast.data
 
 
+def wire(frame):
+    """The WebSocket frame (RFC 6455 section 5.2) of `frame` (str: text, bytes: binary) as a server
+    sends it: final, unmasked, no extension (the service negotiates none), so the same bytes go to
+    every socket. What the websockets library writes for it (tests/live/test_protocol.py)."""
+    data, opcode = (frame.encode(), 0x81) if isinstance(frame, str) else (frame, 0x82)
+    size = len(data)
+    if size < 126:
+        return bytes((opcode, size)) + data
+    if size < 65536:
+        return struct.pack("!BBH", opcode, 126, size) + data
+    return struct.pack("!BBQ", opcode, 127, size) + data
+
+
 def reply(message, status, response=None):
     """The phx_reply to `message`."""
     return Message(

@@ -19,6 +19,7 @@ log = logging.getLogger("minibase")
 PATH = "/realtime/v1/websocket"
 IDLE_SECONDS = 60  # realtime-js heartbeats every 25 s: a socket silent this long is gone
 CLOSE_SECONDS = 2  # how long a close frame may take to leave before the connection is dropped
+WIRE = "minibase.websocket.wire"  # the server's ASGI extension: frames the app framed (hub.Connection)
 
 
 class Realtime:
@@ -103,7 +104,8 @@ class Realtime:
             return await _refuse(scope, send, 400, {"message": f"Unsupported serializer version: {vsn[:20]}"})
         await send({"type": "websocket.accept"})
         metrics.REALTIME_SOCKETS.inc()
-        connection = Connection(vsn, self.outbox_limit)
+        wire = scope.get("extensions", {}).get(WIRE) or {}
+        connection = Connection(vsn, self.outbox_limit, wire.get("write"))
         socket = Socket(self, connection, role, receive)
         self.hub.connections.add(connection)
         reader = asyncio.create_task(socket.read())
@@ -211,11 +213,15 @@ async def _write(connection, send):
     while True:
         await connection.ready.wait()
         connection.ready.clear()
-        while connection.outbox and connection.close_code is None:
-            frame = connection.outbox.popleft()
-            key = "bytes" if isinstance(frame, bytes) else "text"
-            await send({"type": "websocket.send", key: frame})
-            metrics.REALTIME_DELIVERIES.inc()
+        connection.sending = True
+        try:
+            while connection.outbox and connection.close_code is None:
+                frame = connection.outbox.popleft()
+                key = "bytes" if isinstance(frame, bytes) else "text"
+                await send({"type": "websocket.send", key: frame})
+                metrics.REALTIME_DELIVERIES.inc()
+        finally:
+            connection.sending = False
         if connection.close_code is not None:
             closing = {
                 "type": "websocket.close",

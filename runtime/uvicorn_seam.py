@@ -7,6 +7,9 @@ fails, naming it, when a new uvicorn changes one; requirements.txt pins the vers
   cannot parse answered in the API's JSON.
 - Cycle: a request's answer with ASGI's zero-copy send (sendfile(2)).
 - Server: uvicorn's server stopped by our flag, the Realtime sockets closed with 1001 first.
+- WebSocket: uvicorn's sans-I/O WebSocket protocol with one more ASGI extension (WIRE): a frame the
+  app framed itself (live.protocol.wire), written to the socket at once when nothing else is
+  waiting to be; a broadcast is framed once for a thousand sockets, not once per socket.
 - make_server: the documented Config, with a connection limit (limit_concurrency)."""
 
 import asyncio
@@ -17,6 +20,8 @@ import time
 
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
+from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+from websockets.protocol import State
 from werkzeug.exceptions import BadRequest, RequestHeaderFieldsTooLarge
 
 from runtime import server as waitress_server
@@ -48,6 +53,11 @@ RELIES_ON = {
     },
     "FlowControl": {"methods": ("drain",), "attributes": ("read_paused", "write_paused")},
     "Server": {"methods": ("capture_signals", "on_tick", "serve"), "attributes": ("started",)},
+    "WebSocketsSansIOProtocol": {
+        "methods": ("handle_connect",),
+        "attributes": ("scope", "conn", "transport", "handshake_complete", "close_sent", "initial_response",
+                       "writable"),
+    },
 }  # fmt: skip
 # The attributes minibase's subclasses add: none may be one uvicorn's own classes use.
 ADDED = {
@@ -56,7 +66,9 @@ ADDED = {
                           "refuse"),
     "RequestResponseCycle": ("send_at_once", "gone"),
     "Server": ("realtime", "stop", "sockets"),
+    "WebSocketsSansIOProtocol": ("write_wire",),
 }  # fmt: skip
+WIRE = "minibase.websocket.wire"  # the ASGI extension of WebSocket: {"write": write_wire}
 
 
 def _answered_upgrades(record):
@@ -279,6 +291,30 @@ class Protocol(HttpToolsProtocol):
         self.transport.close()
 
 
+class WebSocket(WebSocketsSansIOProtocol):
+    """uvicorn's WebSocket protocol, whose scope offers the app WIRE: write_wire."""
+
+    def handle_connect(self, event):
+        super().handle_connect(event)
+        if getattr(self, "scope", None) is not None and not self.close_sent:  # no scope: refused
+            self.scope["extensions"][WIRE] = {"write": self.write_wire}
+
+    def write_wire(self, data):
+        """Write `data`, whole WebSocket frames, now; False (nothing written) when the socket is not
+        open, or its buffer is full (the app queues the frame and sends it as any other)."""
+        if (
+            not self.handshake_complete
+            or self.close_sent
+            or self.initial_response is not None
+            or not self.writable.is_set()
+            or self.conn.state is not State.OPEN
+            or self.transport.is_closing()
+        ):
+            return False
+        self.transport.write(data)
+        return True
+
+
 def make_server(application, app, realtime, host, port, stop, sockets=None):
     """uvicorn serving the ASGI `application` (asgi.application) of the Flask `app` on `host`:`port`,
     or on `sockets`, until `stop` is set."""
@@ -292,7 +328,7 @@ def make_server(application, app, realtime, host, port, stop, sockets=None):
         port=port or 0,
         loop="asyncio",
         http=type("Protocol", (Protocol,), {"flask": app}),
-        ws="websockets-sansio",
+        ws=WebSocket,
         ws_max_size=app.config["REALTIME_MAX_MESSAGE"],
         ws_per_message_deflate=False,  # a compressor per socket costs memory; the frames are small
         lifespan="on",

@@ -18,6 +18,7 @@ CLASSES = {
     "RequestResponseCycle": RequestResponseCycle,
     "FlowControl": FlowControl,
     "Server": uvicorn.Server,
+    "WebSocketsSansIOProtocol": websockets_sansio_impl.WebSocketsSansIOProtocol,
 }
 
 

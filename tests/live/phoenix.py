@@ -11,9 +11,9 @@ from websockets.sync.client import connect
 class Client:
     """A raw socket speaking vsn 1.0.0 (objects) or 2.0.0 (arrays)."""
 
-    def __init__(self, server, vsn="1.0.0", key=None):
+    def __init__(self, server, vsn="1.0.0", key=None, sock=None):
         self.vsn = vsn
-        self.ws = connect(server.socket_url(key, vsn), open_timeout=5, max_size=None)
+        self.ws = connect(server.socket_url(key, vsn), open_timeout=5, max_size=None, sock=sock)
         self.ref = 0
 
     def send(self, topic, event, payload, join_ref=None):
