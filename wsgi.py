@@ -27,6 +27,7 @@ def main():
         print("service_role key: not printed to a log; `flask --app app keys` prints it")
     host, port, threads = app.config["HOST"], app.config["PORT"], app.config["THREADS"]
     sockets = app.config["REALTIME"]
+    server.settle_heap()  # before the workers fork: what they share stays shared
     if app.config["WORKERS"] > 1:
         logs.log_directly(app.config["LOG_FORMAT"])
         sys.exit(workers.serve(app, host, port, threads, app.config["WORKERS"], sockets))
