@@ -26,6 +26,10 @@ from extensions import db, state
 # A span around a statement run straight on a DBAPI connection (SQL, database name) -> a context
 # manager: set by runtime.traces when tracing is on; None costs nothing.
 statement_spans = None
+# In a pooled connection's info: a write committed on it since its checkout (a statement run alone,
+# in autocommit, here; a transaction's COMMIT, by the listener of the engine's commits). Read when it
+# goes back to the pool by whoever listens (Realtime's change feed reads the log at once).
+COMMITTED = "minibase_committed"
 
 
 def prepared(values, *statements):
@@ -74,6 +78,7 @@ def _execute_alone(engine, statement, values):
         cursor = connection.cursor()
         transactions.commits_by_itself()
         _run_statement(cursor, statement.sql, parameters, dialect)
+        connection.info[COMMITTED] = True
         return cursor.lastrowid
     except dialect.loaded_dbapi.Error as exc:
         lost = connection is not None and dialect.is_disconnect(exc, connection.dbapi_connection, cursor)

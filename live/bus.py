@@ -2,7 +2,8 @@
 pub/sub (REALTIME_REDIS_URL, by default the rate limits' Redis), so a socket on one instance hears
 a socket on another. Each instance publishes what its own sockets send, once, and delivers what
 the others publish to its own sockets only: nothing is sent twice. Postgres changes need no bus:
-every instance reads the database's change log itself.
+every instance reads the database's change log itself; the bus only tells the others that this
+instance committed, so that they read the log at once rather than at their next poll.
 
 Presence: each instance keeps the others' tracked presences from their diffs, so presence_state
 on joining holds them all. An instance that dies without its sockets leaving leaves its
@@ -49,6 +50,9 @@ class Bus:
         self.outbox = asyncio.Queue(QUEUE)
         self.tasks = []
         self.client = None
+        self.on_commit = None  # called when another instance committed (changes.Feed.told)
+        self.commit = json.dumps({"origin": self.origin, "kind": "commit"})
+        self.commit_queued = False  # a commit message waits to be published: it covers the next ones
 
     async def start(self):
         import redis.asyncio as redis
@@ -73,6 +77,17 @@ class Bus:
     def presence(self, key, diff):
         self._send({"kind": "presence", "key": key, "diff": diff})
 
+    def committed(self):
+        """This instance committed: the others read the change log now. One message stands for all
+        the commits made while it waits to be published (its receivers read after all of them)."""
+        if self.commit_queued:
+            return
+        try:
+            self.outbox.put_nowait(self.commit)
+            self.commit_queued = True
+        except asyncio.QueueFull:  # Redis is down: the others' polls see the change
+            pass
+
     def _send(self, message):
         try:
             self.outbox.put_nowait(json.dumps({"origin": self.origin, **message}))
@@ -82,6 +97,8 @@ class Bus:
     async def _publish(self):
         while True:
             message = await self.outbox.get()
+            if message is self.commit:
+                self.commit_queued = False  # a commit from now on needs a message of its own
             while True:
                 try:
                     await self.client.publish(CHANNEL, message)
@@ -104,6 +121,8 @@ class Bus:
                         self.hub.broadcast(message["key"], _decode(message["payload"]), relay=False)
                     elif message["kind"] == "presence":
                         self.hub.remote_diff(message["key"], message["origin"], message["diff"])
+                    elif message["kind"] == "commit" and self.on_commit is not None:
+                        self.on_commit()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:

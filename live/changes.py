@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-from extensions import db
+from database import statements
+from extensions import db, state
 from live import capture, changelog, delivery
 from rest import policies, reflection
 
@@ -31,7 +32,6 @@ WATCHED_SECONDS = 0.2  # SQLite: between two reads of the log when nothing seems
 RENEWAL_SECONDS = 1.0  # the longest changes just read wait for a channel's new token to be verified
 JUDGE_RETRY_SECONDS = 60  # how long changes whose judging fails are judged again as a batch
 TRIM_SECONDS = 10  # between two trims
-COMMITTED = "minibase_committed"  # in a pooled connection's info: it committed since its checkout
 
 
 class Refused(Exception):
@@ -191,7 +191,7 @@ class Feed:
         self.renewing = set()  # channels whose new access token is being verified (sessions.Socket)
         self.pending = []  # changes read but not yet judged (the judging failed)
         self.failing_since = None  # when the judging of self.pending first failed
-        self.engine = None  # the app's engine, whose commits wake the feed (woken_by_commits)
+        self.engines = ()  # the app's engines, whose commits wake the feed (woken_by_commits)
 
     async def start(self):
         """Install the triggers and start reading; with the database down or refusing, Realtime
@@ -202,7 +202,7 @@ class Feed:
                 return  # no table opts in: nothing to read
             await self.server.call(self.reader.start)
             self.watch = await self.server.call(Watch.of_database)
-            self.engine = await self.server.call(lambda: db.engine)
+            self.engines = await self.server.call(lambda: (db.engine, state().reads))
             self.woken_by_commits(True)
         except Exception:
             log.exception("realtime: the change log cannot be read: no Postgres changes are served")
@@ -212,22 +212,39 @@ class Feed:
 
     def woken_by_commits(self, on):
         """Read the log as soon as a connection of this process has committed (a write through
-        /rest/v1, a function's, the auth service's), not at the next poll: the commit marks its
-        connection, and its return to the pool, after the commit, wakes the feed. Writers in other
-        processes are seen by the poll (SQLite: by Watch, at once)."""
+        /rest/v1 or the auth API), not at the next poll: the commit marks its connection, and its
+        return to the pool, after the commit, wakes the feed, and through the bus (live.bus) the
+        other instances' feeds. Other programs' writes are seen by the poll (SQLite: by Watch, at
+        once)."""
         listen = sa.event.listen if on else sa.event.remove
-        listen(self.engine, "commit", _committing)
-        listen(self.engine.pool, "checkin", self._checked_in)
+        engine, reads = self.engines
+        listen(engine, "commit", _committing)
+        listen(engine.pool, "checkin", self._checked_in)
+        if reads is not None:  # MySQL: a write that runs alone commits there, in autocommit
+            listen(reads.pool, "checkin", self._checked_in)
 
     def _checked_in(self, dbapi_connection, record):
-        if record is not None and record.info.pop(COMMITTED, False) and self.channels:
+        if record is None or not record.info.pop(statements.COMMITTED, False):
+            return
+        if self.channels or self.server.hub.bus is not None:
             try:
-                self.server.loop.call_soon_threadsafe(self.wake.set)
+                self.server.loop.call_soon_threadsafe(self.committed)
             except RuntimeError:  # the loop has closed: the service is stopping
                 pass
 
+    def committed(self):
+        """This process committed: its feed reads the log now, and the other instances' feeds too."""
+        self.told()
+        if self.server.hub.bus is not None:
+            self.server.hub.bus.committed()
+
+    def told(self):
+        """Something was committed (here, or on another instance: live.bus)."""
+        if self.channels:
+            self.wake.set()
+
     async def stop(self):
-        if self.engine is not None:
+        if self.engines:
             self.woken_by_commits(False)
         if self.task is not None:
             self.task.cancel()
@@ -344,7 +361,7 @@ class Feed:
 
 def _committing(connection):
     """A commit begins on `connection`: its return to the pool wakes the feed (Feed._checked_in)."""
-    connection.info[COMMITTED] = True
+    connection.info[statements.COMMITTED] = True
 
 
 class Watch:

@@ -61,6 +61,7 @@ class Realtime:
         url = bus.url_for(self.app.config)
         if url is not None:
             self.hub.bus = bus.Bus(url, self.hub)
+            self.hub.bus.on_commit = self.changes.told
             await self.hub.bus.start()
         await self.changes.start()
         self.rechecking = asyncio.create_task(self.recheck())
