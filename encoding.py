@@ -44,6 +44,9 @@ def json_value(column, value):
 
 AS_THEY_ARE = frozenset({str, int, type(None)})  # JSON as they are (not bool: it is not int by type)
 FLOATS = frozenset({float, type(None)})  # JSON as they are when finite
+# The smallest magnitude of a float that plain_json writes as json.dumps does (0 aside): below it
+# orjson writes 0.00001 where json writes 1e-05; at and above it the two agree on every float.
+PLAIN_FLOAT = 1e-4
 
 _PAST_ASCII = re.compile("[\x7f-\U0010ffff]")
 
@@ -52,8 +55,8 @@ def plain_json(value):
     """`value`, of dicts, lists, text, integers and nulls only, as the compact JSON json.dumps
     writes (separators "," and ":", ensure_ascii), by orjson, which is ~10x faster. orjson writes
     the characters past ASCII (and DEL) as they are where json.dumps writes a \\u escape (a UTF-16
-    pair past U+FFFF): they are escaped so after. Not for floats: the two write some differently
-    (json 1e-05, orjson 0.00001)."""
+    pair past U+FFFF): they are escaped so after. Floats only of PLAIN_FLOAT or more (or 0): the
+    two write smaller ones differently (json 1e-05, orjson 0.00001)."""
     try:
         text = orjson.dumps(value)
     except orjson.JSONEncodeError:  # an integer past 64 bits, a lone surrogate
@@ -94,20 +97,23 @@ def json_rows(shape, rows):
 
 def json_columns(items, rows):
     """`rows` with the values at the `items`' positions ((position, column, plain), plain as
-    row_shape says) as JSON values, and whether every one of those is text, an integer or null
-    (plain_json can write them). A column that holds only text, integers and NULLs (not MySQL's
-    booleans), or only finite floats and NULLs, goes as it is, any other through json_value: the
-    columns are looked at whole, each in a few calls, not one per value. The rows themselves when
-    nothing was converted."""
+    row_shape says) as JSON values, and whether every one of those is text, an integer, null or a
+    float of PLAIN_FLOAT or more (plain_json can write them). A column that holds only text,
+    integers and NULLs (not MySQL's booleans), or only finite floats and NULLs, goes as it is, any
+    other through json_value: the columns are looked at whole, each in a few calls, not one per
+    value. The rows themselves when nothing was converted."""
     converted, plain_only = None, True
     for position, column, plain in items:
         values = list(map(operator.itemgetter(position), rows))
         kinds = set(map(type, values))
         if plain and kinds <= AS_THEY_ARE:
             continue
+        if kinds <= FLOATS:
+            numbers = list(filter(None, values))  # NULLs and zeros left out
+            if all(map(math.isfinite, numbers)):
+                plain_only = plain_only and min(map(abs, numbers), default=PLAIN_FLOAT) >= PLAIN_FLOAT
+                continue
         plain_only = False
-        if kinds <= FLOATS and all(map(math.isfinite, filter(None, values))):  # None left out
-            continue
         if converted is None:
             converted = [list(row) for row in rows]
         for row in converted:

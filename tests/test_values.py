@@ -2,6 +2,9 @@
 values back to JSON and CSV text."""
 
 import json
+import math
+import random
+import struct
 import uuid
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
@@ -344,3 +347,39 @@ def test_plain_json_writes_what_json_dumps_writes():
         expected = json.dumps(value, separators=(",", ":"))
         written = encoding.plain_json(value)
         assert (written.decode() if isinstance(written, bytes) else written) == expected
+
+
+def test_plain_json_writes_each_float_of_plain_float_or_more_as_json_does():
+    rng = random.Random(42)
+    floats = [0.0, -0.0, 1e-4, -1e-4, 0.1, 2.5, 5e-4, 123456.789, 1e15, 1e16, 1e22, 1.7976931348623157e308]
+    floats += [struct.unpack("d", rng.randbytes(8))[0] for _ in range(50_000)]
+    floats += [
+        m * 10.0**e for e in range(-4, 308) for m in (1.0, 1.5, -2.2250738585072014, 9.999999999999999)
+    ]
+    floats += [round(rng.uniform(-1e6, 1e6), rng.randint(0, 6)) for _ in range(20_000)]
+    floats = [x for x in floats if math.isfinite(x) and (x == 0 or abs(x) >= encoding.PLAIN_FLOAT)]
+    assert len(floats) > 30_000
+    for x in floats:
+        written = encoding.plain_json([x, {"x": x}])
+        assert (written.decode() if isinstance(written, bytes) else written) == json.dumps(
+            [x, {"x": x}], separators=(",", ":")
+        ), x
+    assert (
+        encoding.plain_json([1e-05]) != json.dumps([1e-05], separators=(",", ":")).encode()
+    )  # why the floor
+
+
+@pytest.mark.parametrize(
+    ("values", "plain"),
+    [
+        ([2.5, None, 0.0, -0.0, 1e16], True),
+        ([2.5, 1e-05], False),  # plain_json would write 0.00001
+        ([2.5, float("nan")], False),
+        ([1, 2], True),
+        ([True], False),
+    ],
+)
+def test_a_column_is_plain_only_where_plain_json_writes_it_as_json_does(values, plain):
+    column = kinds.c.price if isinstance(values[0], float) else kinds.c.id
+    _, found = encoding.json_columns([(0, column, True)], [(value,) for value in values])
+    assert found is plain
