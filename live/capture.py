@@ -31,7 +31,8 @@ WEBHOOK_PREFIX = "minibase_wh_"
 WEBHOOK_TABLE = "minibase_webhook_events"
 PREFIXES = (PREFIX, WEBHOOK_PREFIX)
 OPERATIONS = ("INSERT", "UPDATE", "DELETE")
-_installing = threading.Lock()  # one hook's thread at a time: each may install the same table's
+# Installs in this process take turns: several hooks' threads may make one table's triggers at once.
+_installing = threading.Lock()
 PRIVILEGE = (
     "CREATE TRIGGER needs the TRIGGER privilege, and with binary logging on also SUPER or "
     "log_bin_trust_function_creators=1"
