@@ -13,25 +13,21 @@ tests/js/auth-js/cli-url.js, run by jest before each spec file, sends the specs'
 CLI's http://127.0.0.1:54321/auth/v1 there. jest's config is tests/js/auth-js/jest.config.js, its
 packages tests/js/auth-js/package-lock.json's, installed with npm ci."""
 
-import io
 import json
 import os
 import shutil
 import subprocess
 import sys
-import tarfile
 import tempfile
-import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from tools import supabase_js  # noqa: E402
 from tools.servers import free_port, spawn, stop, wait_until_up  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SUITE = ROOT / "tests" / "js" / "auth-js"
-TAG = "v2.109.0"
-ARCHIVE = f"https://codeload.github.com/supabase/supabase-js/tar.gz/refs/tags/{TAG}"
 PACKAGE = Path("packages") / "core" / "auth-js"
 SPECS = ("test/passkey.e2e.test.ts", "test/GoTrueClient.test.ts")
 # jest's -t: the passkey file's one describe block, and GoTrueClient.test.ts's WebAuthn MFA and
@@ -63,29 +59,7 @@ CLI_SETTINGS = {
 
 def source(checkout=None):
     """The supabase-js source: `checkout`, or the tag's archive, downloaded once."""
-    if checkout:
-        return Path(checkout)
-    kept = SUITE / ".source" / TAG  # hidden: the docs' link checks walk the project
-    if not (kept / PACKAGE / "package.json").exists():
-        with urllib.request.urlopen(ARCHIVE, timeout=120) as answer:  # noqa: S310 - a fixed https URL
-            data = answer.read()
-        wanted = (f"{PACKAGE.as_posix()}/", "tsconfig.base.json")
-        with tarfile.open(fileobj=io.BytesIO(data)) as archive:
-            members = []
-            for member in archive.getmembers():
-                inner = member.name.partition("/")[2]
-                if inner.startswith(wanted) and ".." not in inner and (member.isfile() or member.isdir()):
-                    member.name = inner
-                    members.append(member)
-            archive.extractall(kept, members=members, filter="data")
-    return kept
-
-
-def install():
-    """The suite's node packages, as tests/js/auth-js/package-lock.json pins them."""
-    if not (SUITE / "node_modules" / ".bin" / "jest").exists():
-        subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=SUITE, check=True, capture_output=True,
-                       timeout=600)  # fmt: skip
+    return supabase_js.source(SUITE, PACKAGE, checkout)
 
 
 def prepare(checkout):
@@ -130,33 +104,19 @@ def start(package, workdir):
 
 def run(checkout=None, everything=False):
     """Run the specs (with `everything`, every spec file the CLI's jest config runs); jest's JSON report."""
-    install()
+    supabase_js.install(SUITE)
     package = prepare(source(checkout))
     workdir = Path(tempfile.mkdtemp(prefix="minibase-auth-js-"))
     process, url = start(package, workdir)
     try:
-        report = package / "jest.json"
-        env = {**os.environ, "MINIBASE_AUTH_URL": url}
-        jest = str(SUITE / "node_modules" / ".bin" / "jest")
         chosen = ["--testPathIgnorePatterns", *EVERYTHING_BUT] if everything else ["-t", BLOCKS, *SPECS]
-        command = [jest, "--runInBand", "--json", f"--outputFile={report}", *chosen]
-        done = subprocess.run(command, cwd=package, env=env, capture_output=True, text=True, timeout=900)
-        if not report.exists():
-            raise RuntimeError(f"jest wrote no report:\n{done.stderr[-3000:]}")
-        return json.loads(report.read_text())
+        return supabase_js.jest(SUITE, package, chosen, {**os.environ, "MINIBASE_AUTH_URL": url})
     finally:
         stop(process)
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def failures(results):
-    return [
-        f"{test['fullName']}: {' '.join(test['failureMessages'])[:600]}"
-        for suite in results["testResults"]
-        for test in suite["assertionResults"]
-        if test["status"] == "failed"
-    ] + [suite["message"][:1000] for suite in results["testResults"] if suite.get("status") == "failed"
-         and not suite["assertionResults"]]  # fmt: skip
+failures = supabase_js.failures
 
 
 def counts(results, by_file=False):

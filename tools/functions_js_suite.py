@@ -10,49 +10,24 @@ file; jest's config by tests/js/functions-js/jest.config.js, which maps nanoid t
 characters (the specs' secret is nanoid(10), and minibase refuses one under 32). Their node
 packages are tests/js/functions-js/package-lock.json's, installed with npm ci."""
 
-import io
-import json
 import os
 import shutil
-import subprocess
 import sys
-import tarfile
-import urllib.request
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tools import supabase_js  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SUITE = ROOT / "tests" / "js" / "functions-js"
-TAG = "v2.109.0"
-ARCHIVE = f"https://codeload.github.com/supabase/supabase-js/tar.gz/refs/tags/{TAG}"
 PACKAGE = Path("packages") / "core" / "functions-js"
 SPECS = ("hello", "params", "errors", "timeout", "hijack")
 
 
 def source(checkout=None):
     """The supabase-js source: `checkout`, or the tag's archive, downloaded once."""
-    if checkout:
-        return Path(checkout)
-    kept = SUITE / ".source" / TAG  # hidden: the docs' link checks walk the project
-    if not (kept / PACKAGE / "package.json").exists():
-        with urllib.request.urlopen(ARCHIVE, timeout=120) as answer:  # noqa: S310 - a fixed https URL
-            data = answer.read()
-        wanted = ("packages/core/functions-js/", "tsconfig.base.json")
-        with tarfile.open(fileobj=io.BytesIO(data)) as archive:
-            members = []
-            for member in archive.getmembers():
-                inner = member.name.partition("/")[2]
-                if inner.startswith(wanted) and ".." not in inner and (member.isfile() or member.isdir()):
-                    member.name = inner
-                    members.append(member)
-            archive.extractall(kept, members=members, filter="data")
-    return kept
-
-
-def install():
-    """The suite's node packages, as tests/js/functions-js/package-lock.json pins them."""
-    if not (SUITE / "node_modules" / ".bin" / "jest").exists():
-        subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=SUITE, check=True, capture_output=True,
-                       timeout=600)  # fmt: skip
+    return supabase_js.source(SUITE, PACKAGE, checkout)
 
 
 def prepare(checkout):
@@ -72,32 +47,18 @@ def prepare(checkout):
 
 def run(checkout=None):
     """Run the specs; jest's JSON report."""
-    install()
+    supabase_js.install(SUITE)
     package = prepare(source(checkout))
-    report = package / "jest.json"
     env = {
         **os.environ,
         "MINIBASE_ROOT": str(ROOT),
         "MINIBASE_PYTHON": sys.executable,
         "MINIBASE_FUNCTIONS": str(ROOT / "tests" / "edge" / "functions"),
     }
-    jest = str(SUITE / "node_modules" / ".bin" / "jest")
-    specs = [f"test/spec/{name}.spec.ts" for name in SPECS]
-    command = [jest, "--runInBand", "--json", f"--outputFile={report}", *specs]
-    done = subprocess.run(command, cwd=package, env=env, capture_output=True, text=True, timeout=900)
-    if not report.exists():
-        raise RuntimeError(f"jest wrote no report:\n{done.stderr[-3000:]}")
-    return json.loads(report.read_text())
+    return supabase_js.jest(SUITE, package, [f"test/spec/{name}.spec.ts" for name in SPECS], env)
 
 
-def failures(results):
-    return [
-        f"{test['fullName']}: {' '.join(test['failureMessages'])[:600]}"
-        for suite in results["testResults"]
-        for test in suite["assertionResults"]
-        if test["status"] == "failed"
-    ] + [suite["message"][:1000] for suite in results["testResults"] if suite.get("status") == "failed"
-         and not suite["assertionResults"]]  # fmt: skip
+failures = supabase_js.failures
 
 
 def main(checkout=None):
