@@ -48,7 +48,9 @@ def test_every_path_the_code_and_docs_name_exists():
     module = re.compile(r"(?<![\w./-])((?:[a-z_]+/)+[a-z_0-9]+\.py)\b(?!\.)")
     stale = []
     for path in ROOT.rglob("*"):
-        if path.suffix not in (".py", ".md") or {".venv", "node_modules", ".git"} & set(path.parts):
+        parts = path.relative_to(ROOT).parts  # not .venv, .venv-bench, .git, a suite's .source
+        hidden = "node_modules" in parts or any(part.startswith(".") for part in parts)
+        if path.suffix not in (".py", ".md") or hidden:
             continue
         for named in module.findall(path.read_text(errors="replace")):
             if named.split("/")[0] in packages and not (ROOT / named).exists():
