@@ -10,6 +10,7 @@ worker's counts, once, those of workers that died included; a dead worker's gaug
 (`process_exited`)."""
 
 import atexit
+import functools
 import os
 import shutil
 import tempfile
@@ -188,11 +189,36 @@ def _collected():
     folder = os.environ.get(MULTIPROCESS_DIR)
     if not folder:
         return _registry
-    from prometheus_client import CollectorRegistry, multiprocess
+    from prometheus_client import CollectorRegistry
 
     registry = CollectorRegistry()
-    multiprocess.MultiProcessCollector(registry, path=folder)
+    _workers_collector()(registry, path=folder)
     return registry
+
+
+@functools.cache
+def _workers_collector():
+    """prometheus-client's collector of every worker's files, leaving out a file not yet sized.
+
+    A worker creates its file and only then sizes it; read in between, the empty file fails the whole
+    scrape, and a worker killed in between leaves it empty for good (client_python issue 1199). A
+    file, once sized, only grows, so one found non-empty at the listing is whole enough to read."""
+    import glob
+
+    from prometheus_client import multiprocess
+
+    class WorkersCollector(multiprocess.MultiProcessCollector):
+        def collect(self):
+            return self.merge([path for path in glob.glob(os.path.join(self._path, "*.db")) if _sized(path)])
+
+    return WorkersCollector
+
+
+def _sized(path):
+    try:
+        return os.path.getsize(path) > 0
+    except FileNotFoundError:  # a dead worker's gauges, dropped since the listing
+        return False
 
 
 def process_exited(pid):

@@ -238,6 +238,23 @@ def test_metrics_count_exactly_the_requests_sent_by_api_and_status_class(make_ap
     } <= names
 
 
+def test_a_worker_file_not_yet_sized_leaves_the_others_counted(make_app, service_key, tmp_path, monkeypatch):
+    # A worker creates its file before it sizes it; one killed in between leaves it empty for good.
+    from prometheus_client.mmap_dict import MmapedDict, mmap_key
+
+    app = make_app(METRICS=True)
+    folder = tmp_path / "workers"
+    folder.mkdir()
+    counted = MmapedDict(str(folder / "counter_4001.db"))
+    name = "minibase_http_requests_total"
+    counted.write_value(mmap_key(name, name, ("api", "status"), ("rest", "2xx"), "HTTP requests"), 5.0, 0.0)
+    counted.close()
+    (folder / "counter_4002.db").touch()
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(folder))
+    found = scrape(app.test_client(), apikey=service_key)
+    assert requests_counted(found, "rest", "2xx") == 5
+
+
 def test_metrics_are_refused_without_the_service_key(make_app, anon_key, service_key):
     app = make_app(METRICS=True)
     client = app.test_client()
