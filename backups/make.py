@@ -84,7 +84,7 @@ def snapshot(kind, into, secure):
 
 def secure(backend, keys, held, work):
     """Fetch the bytes of each key in `keys` not in `held` (area, key) -> local path into `work`:
-    the keys whose bytes are gone."""
+    the keys whose bytes are gone. The keys come newest first, those likeliest to be replaced."""
     gone = []
     for (area, key), size in keys.items():
         if (area, key) in held:

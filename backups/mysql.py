@@ -185,7 +185,7 @@ def _stored_keys(connection, tables):
     keys = {}
     with connection.cursor() as cursor:
         if "minibase_storage_objects" in tables:
-            cursor.execute("SELECT storage_key, size FROM minibase_storage_objects")
+            cursor.execute("SELECT storage_key, size FROM minibase_storage_objects ORDER BY updated_at DESC")
             keys.update((("objects", key), int(size)) for key, size in cursor.fetchall())
         if "minibase_storage_uploads" in tables:
             cursor.execute("SELECT parts FROM minibase_storage_uploads")

@@ -41,7 +41,9 @@ def stored_keys(connection):
     database's rows name."""
     keys = {}
     try:
-        for key, size in connection.execute("SELECT storage_key, size FROM minibase_storage_objects"):
+        for key, size in connection.execute(
+            "SELECT storage_key, size FROM minibase_storage_objects ORDER BY updated_at DESC"
+        ):
             keys["objects", key] = size
         for (parts,) in connection.execute("SELECT parts FROM minibase_storage_uploads"):
             keys.update((("uploads", part), None) for part in json.loads(parts or "[]"))
