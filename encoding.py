@@ -88,11 +88,16 @@ def json_rows(shape, rows):
     """Database rows as dicts keyed by the select items' aliases, in JSON values (json_columns), each
     row made a dict in one call. A row's columns past the items (a key kept beside them) are left
     out."""
-    found, _ = json_columns(
+    return json_page(shape, rows)[0]
+
+
+def json_page(shape, rows):
+    """(json_rows of `rows`, whether plain_json can write them)."""
+    found, plain = json_columns(
         [(position, column, plain) for position, (_, column, plain) in enumerate(shape)], rows
     )
     aliases = [alias for alias, _, _ in shape]
-    return [dict(zip(aliases, row, strict=False)) for row in found]
+    return [dict(zip(aliases, row, strict=False)) for row in found], plain
 
 
 def json_columns(items, rows):

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from sqlalchemy.exc import DBAPIError
 
 from database import transactions
-from encoding import json_rows
+from encoding import json_page
 from errors import APIError, Rest
 from query import params, resolve, tree
 from rest import embeds, plans, policies, reads, reflection, refusals, writes
@@ -181,8 +181,8 @@ def _select(table, access, request):
         return _select_embedded(table, access, request)
     plan, values = plans.read_plan(table, request.query, access.action, request.offset, request.limit)
     found, total = plans.run_plan(plan, values, rows=request.limit != 0, count=request.count)
-    found = json_rows(plan.shape, found or ())
-    return _page(request.media, plan.items, found, total)
+    found, plain = json_page(plan.shape, found or ())
+    return Page(single(request.media, found), [item.alias for item in plan.items], total, plain=plain)
 
 
 def _select_embedded(table, access, request):

@@ -181,6 +181,35 @@ def test_plain_reads_answer_the_same_bytes_by_the_faster_encoder(api, monkeypatc
     assert len(encoded) == len(PLAIN_READS)
 
 
+# Reads of one table, each value text, an integer, null or a float plain_json writes as json does.
+TABLE_READS = [
+    ("b_owners?select=id,name,big&order=id", None),
+    ("b_items?select=id,title,price&order=id.desc", None),
+    ("b_owners?select=name&id=eq.1", "application/vnd.pgrst.object+json"),
+    ("b_owners?select=id,name&order=id", "application/vnd.pgrst.array+json;nulls=stripped"),
+    ("b_tags?select=id,label&id=gt.100", None),
+]
+
+
+def test_reads_of_one_table_answer_json_s_bytes_by_the_faster_encoder(api, monkeypatch):
+    encoded = []
+
+    def plain_json(value):
+        encoded.append(value)
+        return encoding.plain_json(value)
+
+    monkeypatch.setattr(blueprints.rest, "plain_json", plain_json)
+    for path, accept in TABLE_READS:
+        response = api.get(f"/rest/v1/{path}", headers={"Accept": accept} if accept else {})
+        assert response.status_code == 200, (path, response.get_data(as_text=True))
+        body = response.get_data()
+        assert body == json.dumps(json.loads(body), separators=(",", ":")).encode(), path
+    assert len(encoded) == len(TABLE_READS)
+    for path in ("b_owners?select=id,score", "b_owners?select=active", "b_tags?select=meta"):
+        assert api.get(f"/rest/v1/{path}").status_code == 200  # 1e-05, booleans, JSON: json's own
+    assert len(encoded) == len(TABLE_READS)
+
+
 def test_a_hidden_child_row_and_an_unlisted_column_stay_out(api):
     """The row policy on b_tags hides its rows in every embed (the query asks for them no more),
     and b_owners' column list leaves `secret` out of `*`, and refuses it by name."""
