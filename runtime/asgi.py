@@ -358,12 +358,13 @@ async def refuse(app, error, scope, send):
     await send({"type": "http.response.body", "body": body})
 
 
-def make_server(app, realtime, host, port, threads, stop, sockets=None, queue=QUEUE_LIMIT):
-    """uvicorn (runtime/uvicorn_seam.py) serving `app` and `realtime` until `stop` is set."""
+def make_server(app, realtime, host, port, threads, stop, sockets=None, queue=QUEUE_LIMIT, share=None):
+    """uvicorn (runtime/uvicorn_seam.py) serving `app` and `realtime` until `stop` is set; under
+    WORKERS, `share(connections held)` says whether this worker may take another."""
     waitress_server._allow_open_files(MAX_SOCKETS)
     app.config["REALTIME_SERVED"] = True  # a plain GET of the socket's path is then a 400, not a 501
     served = application(app, realtime, threads, queue)
-    return uvicorn_seam.make_server(served, app, realtime, host, port, stop, sockets)
+    return uvicorn_seam.make_server(served, app, realtime, host, port, stop, sockets, share)
 
 
 def serve(running):

@@ -6,7 +6,8 @@ fails, naming it, when a new uvicorn changes one; requirements.txt pins the vers
   bytes a request's line and headers may take, a body that must keep coming, and a request it
   cannot parse answered in the API's JSON.
 - Cycle: a request's answer with ASGI's zero-copy send (sendfile(2)).
-- Server: uvicorn's server stopped by our flag, the Realtime sockets closed with 1001 first.
+- Server: uvicorn's server stopped by our flag, the Realtime sockets closed with 1001 first; under
+  WORKERS, taking connections only while the worker holds its share.
 - WebSocket: uvicorn's sans-I/O WebSocket protocol with one more ASGI extension (WIRE): a frame the
   app framed itself (live.protocol.wire), written to the socket at once when nothing else is
   waiting to be; a broadcast is framed once for a thousand sockets, not once per socket.
@@ -36,6 +37,7 @@ ZERO_COPY = "http.response.zerocopysend"  # ASGI's extension: a file sent with s
 CONNECTION_LIMIT = 9000
 # What uvicorn logs of an upgrade answered with an HTTP error (Server's filter): its own words.
 UNFINISHED_HANDSHAKE = "ASGI callable returned without completing handshake"
+SHARE_PAUSE = 0.005  # how often a worker holding more than its share looks again
 
 # What is used of uvicorn that it does not document, by the class that has it: methods overridden
 # or called, and attributes read or set.
@@ -52,7 +54,8 @@ RELIES_ON = {
                        "response_complete", "chunked_encoding", "expected_content_length"),
     },
     "FlowControl": {"methods": ("drain",), "attributes": ("read_paused", "write_paused")},
-    "Server": {"methods": ("capture_signals", "on_tick", "serve"), "attributes": ("started",)},
+    "Server": {"methods": ("capture_signals", "on_tick", "serve", "startup", "shutdown"),
+               "attributes": ("started", "server_state", "lifespan", "config")},
     "WebSocketsSansIOProtocol": {
         "methods": ("handle_connect",),
         "attributes": ("scope", "conn", "transport", "handshake_complete", "close_sent", "initial_response",
@@ -65,7 +68,7 @@ ADDED = {
                           "body_at", "arm", "disarm", "head_late", "too_large", "body_late", "body_done",
                           "refuse"),
     "RequestResponseCycle": ("send_at_once", "gone"),
-    "Server": ("realtime", "stop", "sockets"),
+    "Server": ("realtime", "stop", "sockets", "share", "accepting", "accept"),
     "WebSocketsSansIOProtocol": ("write_wire",),
 }  # fmt: skip
 WIRE = "minibase.websocket.wire"  # the ASGI extension of WebSocket: {"write": write_wire}
@@ -81,15 +84,59 @@ class Server(uvicorn.Server):
     """uvicorn with our stop flag instead of its own signal handling, and the sockets closed with
     1001 before it closes connections itself (with 1012)."""
 
-    def __init__(self, config, realtime, stop):
+    def __init__(self, config, realtime, stop, share=None):
         super().__init__(config)
         self.realtime, self.stop = realtime, stop
+        # Under WORKERS, share(connections held) says whether this worker may take one more
+        # (workers.Balance); uvicorn's own accepting, left to the kernel, is not used.
+        self.share, self.accepting = share, []
+
+    async def startup(self, sockets=None):
+        if self.share is None or not sockets:
+            return await super().startup(sockets=sockets)
+        await super().startup(sockets=[])
+        self.accepting = [asyncio.create_task(self.accept(listener)) for listener in sockets]
+
+    async def accept(self, listener):
+        """Take connections from the `listener` the workers share, only while this worker holds
+        its share of them. asyncio's own server takes every connection waiting each time the
+        listener is ready: the first worker to wake took 15 of a load test's 16 and served them on
+        one core while the other idled."""
+        loop = asyncio.get_running_loop()
+        listener.setblocking(False)
+        connections = self.server_state.connections
+
+        def protocol():
+            return self.config.http_protocol_class(
+                config=self.config, server_state=self.server_state, app_state=self.lifespan.state
+            )
+
+        while True:
+            while not self.share(len(connections)):
+                await asyncio.sleep(SHARE_PAUSE)
+            try:
+                connection, _ = await loop.sock_accept(listener)
+            except OSError as exc:  # out of open files, say: as asyncio's own server, a pause
+                log.warning("accepting a connection failed (%s); trying again in a second", exc)
+                await asyncio.sleep(1)
+                continue
+            try:
+                await loop.connect_accepted_socket(protocol, connection)
+            except OSError:  # reset before it was served
+                connection.close()
+
+    async def shutdown(self, sockets=None):
+        for task in self.accepting:
+            task.cancel()
+        await super().shutdown(sockets=sockets)
 
     @contextlib.contextmanager
     def capture_signals(self):
         yield  # serve() installs the handlers, and nothing is raised again after the drain
 
     async def on_tick(self, counter):
+        if self.share is not None:
+            self.share(len(self.server_state.connections))  # published, when no connection comes either
         if self.stop.is_set():
             log.info(
                 "stopping: sockets closed with 1001, no new connections, finishing the requests in flight"
@@ -315,9 +362,9 @@ class WebSocket(WebSocketsSansIOProtocol):
         return True
 
 
-def make_server(application, app, realtime, host, port, stop, sockets=None):
+def make_server(application, app, realtime, host, port, stop, sockets=None, share=None):
     """uvicorn serving the ASGI `application` (asgi.application) of the Flask `app` on `host`:`port`,
-    or on `sockets`, until `stop` is set."""
+    or on `sockets`, until `stop` is set; `share` as Server's."""
     # uvicorn logs each socket's request line, ?apikey= and all, at INFO: a service_role key would be
     # in the log. The app logs its own requests without keys (runtime/logs.py).
     logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
@@ -341,7 +388,7 @@ def make_server(application, app, realtime, host, port, stop, sockets=None):
         backlog=1024,
         limit_concurrency=CONNECTION_LIMIT,
     )
-    running = Server(config, realtime, stop)
+    running = Server(config, realtime, stop, share)
     running.sockets = sockets
     return running
 

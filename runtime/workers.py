@@ -1,12 +1,12 @@
 """Several processes serving one port (WORKERS > 1), so the service uses more than one core.
 
-The parent binds the listening socket once and forks the workers; every worker is a waitress
-server (server.py) with THREADS threads accepting on that shared socket. Left to the kernel, the
-worker that wakes first takes every new connection, and a client that keeps its connections open
-(a proxy's keep-alive pool, a load test) would be served by one worker alone: so each worker
-publishes how many connections it holds (Balance), and only the ones that hold fewest, give or
-take one, accept. The app was created, and its migrations run,
-before the fork; a worker drops the database connections it inherited (without closing them: they
+The parent binds the listening socket once and forks the workers; every worker is a server
+(waitress, server.py, or uvicorn, asgi.py) with THREADS threads accepting on that shared socket.
+Left to the kernel, the worker that wakes first takes every new connection, and a client that
+keeps its connections open (a proxy's keep-alive pool, a load test) would be served by one worker
+alone: so each worker publishes how many connections it holds (Balance), and only the ones that
+hold fewest, give or take one, accept. The app was created, and its migrations run, before the
+fork; a worker drops the database connections it inherited (without closing them: they
 are the parent's) and opens its own, and starts a log writer of its own on the same stderr.
 
 SIGTERM or SIGINT to the parent: it closes its copy of the listener and passes SIGTERM on; each
@@ -15,6 +15,7 @@ DRAIN_SECONDS) and exits 0; then the parent exits 0. A worker that dies otherwis
 A worker whose parent is gone drains and exits rather than serve on alone.
 """
 
+import functools
 import logging
 import mmap
 import os
@@ -112,7 +113,7 @@ def _work(app, listener, threads, parent, balance, slot, sockets=False):
             background = worker.Background(app).start()  # webhooks and schedules, claimed in the database
             try:
                 if sockets:
-                    _serve_sockets(app, listener, threads, stop)
+                    _serve_sockets(app, listener, threads, stop, functools.partial(balance.may_accept, slot))
                 else:
                     running = server.make_server(app, None, None, threads, sockets=[listener])
                     balance.guard(running, slot)
@@ -128,13 +129,13 @@ def _work(app, listener, threads, parent, balance, slot, sockets=False):
         os._exit(status)  # not the parent's exit: none of its finally blocks or atexit hooks
 
 
-def _serve_sockets(app, listener, threads, stop):
-    """A worker under uvicorn with Realtime (asgi.py). It accepts as the kernel hands connections
-    out: a socket may stay open for hours, so holding fewest is no sign of being least busy."""
+def _serve_sockets(app, listener, threads, stop, share):
+    """A worker under uvicorn with Realtime (asgi.py), taking connections by the same balance."""
     from live.sessions import Realtime
     from runtime import asgi
 
-    asgi.serve(asgi.make_server(app, Realtime(app), None, None, threads, stop, sockets=[listener]))
+    running = asgi.make_server(app, Realtime(app), None, None, threads, stop, sockets=[listener], share=share)
+    asgi.serve(running)
 
 
 class Supervisor:

@@ -391,11 +391,12 @@ def test_workers_write_the_log_in_whole_lines_that_a_pipe_keeps_together():
     assert [line.rpartition("/é")[2] for line in lines] == [f"{n} 200" for n in range(500)]
 
 
-def test_kept_open_connections_are_spread_over_the_workers(start):
+@pytest.mark.parametrize("realtime", ["off", "on"])
+def test_kept_open_connections_are_spread_over_the_workers(start, realtime):
     """Left to the kernel, the worker that wakes first took all sixteen of a load test's
-    connections and the other one idled; each worker now accepts only while it holds fewest. (That is
-    waitress's; with Realtime on, uvicorn's workers accept as the kernel hands connections out.)"""
-    process, base, anon = start(WORKERS=2, THREADS=2, REALTIME="off")
+    connections and the other one idled; each worker now accepts only while it holds fewest, under
+    waitress (Realtime off) and uvicorn alike."""
+    process, base, anon = start(WORKERS=2, THREADS=2, REALTIME=realtime)
     pids = workers_of(process)
     host, port = base.removeprefix("http://").split(":")
 
@@ -414,8 +415,14 @@ def test_kept_open_connections_are_spread_over_the_workers(start):
 
     eventually(both_serving, 30, 0.2, "both workers serving")
     connections = [http.client.HTTPConnection(host, int(port), timeout=10) for _ in range(12)]
-    for connection in connections:  # all at once, as a load test starts
-        connection.connect()
+    for pid in pids:  # the connections wait for the workers all at once, as a load test's do
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        for connection in connections:
+            connection.connect()  # the kernel completes the handshake; the workers accept later
+    finally:
+        for pid in pids:
+            os.kill(pid, signal.SIGCONT)
     held = []
     for connection in connections:
         connection.request("GET", "/health")  # kept open afterwards, as a keep-alive client does
