@@ -28,6 +28,7 @@ from storage import files
 
 log = logging.getLogger("minibase")
 ATTEMPTS = 10
+HOLD_AFTER = 2  # snapshots taken without holding uploads back (MySQL), before the ones that do
 STALE = 24 * 3600  # seconds after which a working folder is a killed backup's
 
 
@@ -70,16 +71,17 @@ def working_folder():
     return Path(tempfile.mkdtemp(prefix="backup-", dir=staging))
 
 
-def snapshot(kind, into, secure):
+def snapshot(kind, into, secure, hold=False):
     """A snapshot of the database written to `into`, its keys' bytes fetched by `secure(keys)`
     right after the keys are read: (migration, {(area, key): size or None}), or None when some of
-    those bytes were gone."""
+    those bytes were gone. With `hold` (MySQL), uploads that would replace a stored object wait
+    until its bytes are secured."""
     if kind == "sqlite":
         path = db.engine.url.database
         if not path or path == ":memory:":
             raise BackupError("an in-memory SQLite database cannot be backed up")
         return sqlite.snapshot(path, into, secure)
-    return mysql.snapshot(db.engine.url, into, secure)
+    return mysql.snapshot(db.engine.url, into, secure, hold)
 
 
 def secure(backend, keys, held, work):
@@ -119,7 +121,9 @@ def create(where=None):
         for attempt in range(1, ATTEMPTS + 1):
             taken = work / f"database-{attempt}"
             moment = datetime.datetime.now(datetime.UTC)
-            found = snapshot(kind, taken, lambda keys: secure(backend, keys, held, work))
+            # After HOLD_AFTER snapshots lost to replaced objects, uploads wait while bytes are secured
+            hold = attempt > HOLD_AFTER
+            found = snapshot(kind, taken, lambda keys: secure(backend, keys, held, work), hold)
             if found is not None:
                 migration, keys = found
                 break

@@ -59,12 +59,17 @@ def without_definer(statement):
     return DEFINER.sub("", statement, count=1)
 
 
-def snapshot(url, into, secure):
+def snapshot(url, into, secure, hold=False):
     """Dump the database at `url` into the file `into`: (migration, {(area, key): size or None}).
     The keys are read first, and `secure(keys)` fetches their bytes while the snapshot is fresh;
-    when it reports some gone (replaced since), None, and nothing is dumped."""
+    when it reports some gone (replaced since), None, and nothing is dumped. With `hold`, another
+    connection holds the storage rows (share locks) from before the snapshot until their bytes are
+    secured: an upload that would replace or remove one waits that long, and none is gone."""
     connection = connect(url)
+    holder = connect(url) if hold else None
     try:
+        if holder is not None and not _held(holder):
+            return None
         with connection.cursor() as cursor:
             cursor.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
             cursor.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
@@ -73,7 +78,10 @@ def snapshot(url, into, secure):
             tables = sorted(name for name, kind in found if kind == "BASE TABLE")
             views = sorted(name for name, kind in found if kind == "VIEW")
             keys = _stored_keys(connection, tables)
-            if secure(keys):
+            gone = secure(keys)
+            if holder is not None:
+                holder.rollback()  # the bytes are secured: the uploads waiting go on
+            if gone:
                 return None
             with open(into, "w", encoding="utf-8") as out:
                 for table in tables:
@@ -87,8 +95,37 @@ def snapshot(url, into, secure):
                 _dump_triggers(cursor, out)
             return _migration(cursor, tables), keys
     finally:
-        connection.rollback()
-        connection.close()
+        for each in (holder, connection):
+            if each is not None:
+                each.rollback()
+                each.close()
+
+
+STORAGE_TABLES = ("minibase_storage_objects", "minibase_storage_uploads")
+
+
+def _held(holder):
+    """Share-lock every row of the storage tables in `holder`'s transaction; False when a lock
+    wait timed out or was a deadlock's victim (the snapshot is then taken again)."""
+    try:
+        with holder.cursor() as cursor:
+            cursor.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            cursor.execute("START TRANSACTION")
+            cursor.execute("SHOW TABLES")
+            present = {name for (name,) in cursor.fetchall()}
+            for table in STORAGE_TABLES:
+                if table in present:
+                    # The rows themselves (the primary key), which a replacing upload's UPDATE must
+                    # lock: a count over another index locked only that index, and did not hold it.
+                    primary = f"{quote(table)} FORCE INDEX (PRIMARY)"
+                    cursor.execute(f"SELECT COUNT(*) FROM {primary} LOCK IN SHARE MODE")
+                    cursor.fetchall()
+    except pymysql.err.OperationalError as exc:
+        if exc.args[0] in (1205, 1213):  # ER_LOCK_WAIT_TIMEOUT, ER_LOCK_DEADLOCK
+            holder.rollback()
+            return False
+        raise
+    return True
 
 
 def _write(out, kind, name, sql, sql_mode=None):
