@@ -158,20 +158,26 @@ def bodies(api):
     return found
 
 
+@pytest.fixture
+def encoded(monkeypatch):
+    """The values the service encoded by encoding.plain_json, in order."""
+    calls = []
+
+    def plain_json(value):
+        calls.append(value)
+        return encoding.plain_json(value)
+
+    monkeypatch.setattr(blueprints.rest, "plain_json", plain_json)
+    return calls
+
+
 def test_embedded_reads_answer_the_same_bytes(api):
     found = bodies(api)
     for path, expected in zip(READS, EXPECTED, strict=True):
         assert found[path] == expected, path
 
 
-def test_plain_reads_answer_the_same_bytes_by_the_faster_encoder(api, monkeypatch):
-    encoded = []
-
-    def plain_json(value):
-        encoded.append(value)
-        return encoding.plain_json(value)
-
-    monkeypatch.setattr(blueprints.rest, "plain_json", plain_json)
+def test_plain_reads_answer_the_same_bytes_by_the_faster_encoder(api, encoded):
     for (path, accept), expected in zip(PLAIN_READS, PLAIN_EXPECTED, strict=True):
         response = api.get(f"/rest/v1/{path}", headers={"Accept": accept} if accept else {})
         assert response.status_code == 200, (path, response.get_data(as_text=True))
@@ -191,14 +197,7 @@ TABLE_READS = [
 ]
 
 
-def test_reads_of_one_table_answer_json_s_bytes_by_the_faster_encoder(api, monkeypatch):
-    encoded = []
-
-    def plain_json(value):
-        encoded.append(value)
-        return encoding.plain_json(value)
-
-    monkeypatch.setattr(blueprints.rest, "plain_json", plain_json)
+def test_reads_of_one_table_answer_json_s_bytes_by_the_faster_encoder(api, encoded):
     for path, accept in TABLE_READS:
         response = api.get(f"/rest/v1/{path}", headers={"Accept": accept} if accept else {})
         assert response.status_code == 200, (path, response.get_data(as_text=True))
