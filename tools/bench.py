@@ -148,9 +148,9 @@ def query_plan(url, path):
     seen = []
     run = statements.run_prepared
 
-    def run_and_record(engine, values, *statements, **options):  # prepared reads pass no SQLAlchemy event
-        seen.extend((s.sql, statements.bound_parameters(s, values)) for s in statements)
-        return run(engine, values, *statements, **options)
+    def run_and_record(engine, values, *prepared, **options):  # prepared reads pass no SQLAlchemy event
+        seen.extend((s.sql, statements.bound_parameters(s, values)) for s in prepared)
+        return run(engine, values, *prepared, **options)
 
     with app.app_context():
         sa.event.listen(db.engine, "before_cursor_execute", lambda *a: seen.append((a[2], a[3])))
