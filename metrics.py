@@ -90,6 +90,9 @@ SERIES = {
     "WEBHOOK_BACKLOG": ("gauge", "minibase_webhook_backlog", "Database webhook deliveries waiting to be made",
                         (), "mostrecent"),
     "SCHEDULE_RUNS": ("counter", "minibase_schedule_runs_total", "Scheduled runs, by outcome", ("outcome",)),
+    "TURNS_WAITED_OUT": ("counter", "minibase_turns_waited_out_total",
+                         "Requests that waited 50 ms for their turn (SQLite) and then ran beside the one "
+                         "holding it"),
 }  # fmt: skip
 
 REQUESTS = REQUEST_SECONDS = RATE_LIMITED = OFF
@@ -97,6 +100,7 @@ DB_CONNECTIONS_IN_USE = DB_LOCK_WAIT_TIMEOUTS = DB_DEADLOCKS = DB_RETRIES = DB_T
 REALTIME_SOCKETS = REALTIME_CHANNELS = REALTIME_DELIVERIES = REALTIME_LAG = OFF
 HOOK_CALLS = HOOK_FAILURES = MAILS_SENT = MAILS_FAILED = STORAGE_BYTES_IN = STORAGE_BYTES_OUT = OFF
 FUNCTION_CALLS = WEBHOOK_DELIVERIES = WEBHOOK_FAILURES = WEBHOOK_BACKLOG = SCHEDULE_RUNS = OFF
+TURNS_WAITED_OUT = OFF
 
 _registry = None  # this process's series, once enabled
 _answered = {}  # (api, status // 100) -> its REQUESTS, REQUEST_SECONDS and RATE_LIMITED children

@@ -16,6 +16,7 @@ from urllib.parse import quote, urlencode
 
 from sqlalchemy import delete, select, update
 
+import turns
 from auth import accounts, anonymous, hooks, outbox, pkce, signups, tokens
 from auth.redirects import redirect_target
 from auth.users import is_anonymous, load_user, user_object
@@ -227,7 +228,8 @@ def _recover(email, redirect_to, challenge):
 def _take_as_long_as_a_send(started):
     remaining = state().send_seconds * secrets.choice((0.9, 1.0, 1.1)) - (time.perf_counter() - started)
     if remaining > 0:
-        time.sleep(remaining)
+        with turns.waiting():
+            time.sleep(remaining)
 
 
 @transactional

@@ -14,6 +14,7 @@ import requests
 from standardwebhooks import Webhook
 
 import metrics
+import turns
 from auth import tokens
 from config import setting
 from errors import APIError, Auth
@@ -97,14 +98,15 @@ def _call(name, payload):
         if remaining <= 0:
             raise hook_timeout()
         try:
-            response = requests.post(
-                uri,
-                data=body.encode(),
-                headers=signed_headers(name, body),
-                timeout=remaining,
-                allow_redirects=False,  # a hook answers; it does not send minibase elsewhere
-                stream=True,
-            )
+            with turns.waiting():
+                response = requests.post(
+                    uri,
+                    data=body.encode(),
+                    headers=signed_headers(name, body),
+                    timeout=remaining,
+                    allow_redirects=False,  # a hook answers; it does not send minibase elsewhere
+                    stream=True,
+                )
         except requests.Timeout:
             log.warning("auth hook %s timed out", name)
             raise hook_timeout() from None
@@ -113,12 +115,13 @@ def _call(name, payload):
                 "auth hook %s could not be reached (attempt %d): %s", name, attempt + 1, type(exc).__name__
             )
             if attempt < RETRIES - 1 and deadline - time.monotonic() > BACKOFF:
-                time.sleep(BACKOFF)
+                with turns.waiting():
+                    time.sleep(BACKOFF)
                 continue
             raise APIError(
                 422, Auth.HOOK_TIMEOUT_AFTER_RETRY, "Failed to reach hook after maximum retries"
             ) from None
-        with response:
+        with response, turns.waiting():  # the body is read as it comes
             answer = _answer(name, response, deadline)
         if answer is not RETRY:
             return answer

@@ -19,6 +19,7 @@ from jinja2 import (
 
 import config
 import metrics
+import turns
 from config import setting
 from errors import APIError, Auth
 from extensions import state
@@ -100,23 +101,25 @@ def send(message):
     if not host:
         log.warning("SMTP_HOST is not set: the e-mail is written here instead of sent\n%s", message)
         return
-    try:
-        if settings["SMTP_SECURITY"] == "ssl":
-            server = smtplib.SMTP_SSL(
-                host, settings["SMTP_PORT"], timeout=TIMEOUT, context=ssl.create_default_context()
-            )
-        else:
-            server = smtplib.SMTP(host, settings["SMTP_PORT"], timeout=TIMEOUT)
-        with server:
-            if settings["SMTP_SECURITY"] == "starttls":
-                server.starttls(context=ssl.create_default_context())
-            if settings["SMTP_USER"]:
-                server.login(settings["SMTP_USER"], settings["SMTP_PASS"] or "")
-            server.send_message(message)
-    except (OSError, smtplib.SMTPException) as exc:
-        metrics.MAILS_FAILED.inc()
-        log.error("sending e-mail through %s:%s failed: %s", host, settings["SMTP_PORT"], type(exc).__name__)
-        raise APIError(503, Auth.EMAIL_SEND_FAILED, "Error sending the e-mail, try again later") from None
+    with turns.waiting():  # the SMTP server's answers
+        try:
+            if settings["SMTP_SECURITY"] == "ssl":
+                server = smtplib.SMTP_SSL(
+                    host, settings["SMTP_PORT"], timeout=TIMEOUT, context=ssl.create_default_context()
+                )
+            else:
+                server = smtplib.SMTP(host, settings["SMTP_PORT"], timeout=TIMEOUT)
+            with server:
+                if settings["SMTP_SECURITY"] == "starttls":
+                    server.starttls(context=ssl.create_default_context())
+                if settings["SMTP_USER"]:
+                    server.login(settings["SMTP_USER"], settings["SMTP_PASS"] or "")
+                server.send_message(message)
+        except (OSError, smtplib.SMTPException) as exc:
+            metrics.MAILS_FAILED.inc()
+            port, cause = settings["SMTP_PORT"], type(exc).__name__
+            log.error("sending e-mail through %s:%s failed: %s", host, port, cause)
+            raise APIError(503, Auth.EMAIL_SEND_FAILED, "Error sending the e-mail, try again later") from None
     metrics.MAILS_SENT.inc()
 
 

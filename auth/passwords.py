@@ -5,6 +5,8 @@ import secrets
 
 import bcrypt
 
+import turns
+
 MAX_BYTES = 72  # bcrypt reads no further; longer passwords are refused, not silently cut
 MIN_LENGTH = 6
 # A user made by a third-party sign-in gets a "hash" that is no bcrypt hash: nothing verifies
@@ -15,7 +17,8 @@ BCRYPT_HASH = re.compile(r"\$2[abxy]\$\d\d\$[./A-Za-z0-9]{53}\Z")
 
 
 def hash_password(password, rounds, prefix=b"2b"):
-    hashed = bcrypt.hashpw(password.encode(), bcrypt.gensalt(rounds=rounds))
+    with turns.waiting():  # bcrypt runs outside the interpreter lock: another request may run
+        hashed = bcrypt.hashpw(password.encode(), bcrypt.gensalt(rounds=rounds))
     # $2a$, $2b$ and $2y$ are the same algorithm; keep the family a legacy application expects.
     return (b"$" + prefix + hashed[3:]).decode()
 
@@ -23,7 +26,8 @@ def hash_password(password, rounds, prefix=b"2b"):
 def verify_password(password, hashed):
     """True when `password` matches `hashed`; False for a wrong password or a hash bcrypt cannot read."""
     try:
-        return bcrypt.checkpw(password.encode(), hashed.encode())
+        with turns.waiting():
+            return bcrypt.checkpw(password.encode(), hashed.encode())
     except (ValueError, TypeError, AttributeError):
         return False
 

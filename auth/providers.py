@@ -15,6 +15,7 @@ import jwt
 import requests
 from authlib.integrations.requests_client import OAuth2Session, OAuthError
 
+import turns
 from auth import tokens
 from config import setting
 from variables import PROVIDERS
@@ -122,7 +123,8 @@ _keys = {}  # jwks_uri -> (fetched at, [Key])
 
 def _get_json(url, **kwargs):
     try:
-        response = requests.get(url, timeout=TIMEOUT, **kwargs)
+        with turns.waiting():
+            response = requests.get(url, timeout=TIMEOUT, **kwargs)
         response.raise_for_status()
         return response.json()
     except (requests.RequestException, ValueError) as exc:
@@ -295,9 +297,10 @@ def profile_from_code(chosen, code, nonce):
     _, token_url = endpoints(chosen)
     client = _client(chosen)
     try:
-        token = client.fetch_token(
-            token_url, code=code, timeout=TIMEOUT, headers={"Accept": "application/json"}
-        )
+        with turns.waiting():
+            token = client.fetch_token(
+                token_url, code=code, timeout=TIMEOUT, headers={"Accept": "application/json"}
+            )
     except OAuthError as exc:
         raise ProviderRefused(f"token endpoint of {chosen.name}: {exc.error}: {exc.description}") from None
     except (requests.RequestException, ValueError) as exc:
@@ -320,7 +323,8 @@ def profile_from_code(chosen, code, nonce):
 
 def _api(client, url):
     try:
-        response = client.get(url, timeout=TIMEOUT, headers={"Accept": "application/json"})
+        with turns.waiting():
+            response = client.get(url, timeout=TIMEOUT, headers={"Accept": "application/json"})
         response.raise_for_status()
         return response.json()
     except (OAuthError, requests.RequestException, ValueError) as exc:

@@ -41,6 +41,7 @@ import time
 from sqlalchemy.exc import DBAPIError
 
 import metrics
+import turns
 from database.failures import counted, describe, retryable
 from extensions import db
 
@@ -120,7 +121,8 @@ def paused_for_another_attempt(attempt):
     left = time_left()
     if left is not None and left <= wait:
         return False
-    time.sleep(wait)
+    with turns.waiting():
+        time.sleep(wait)
     return True
 
 

@@ -26,6 +26,7 @@ import time
 import weakref
 from collections import defaultdict
 
+import turns
 from runner import wire
 
 log = logging.getLogger("minibase.functions")
@@ -167,7 +168,9 @@ class Pool:
         try:
             wire.say(worker.conn, name=key[0], path=str(path), functions_dir=str(functions_dir),
                      memory=memory, cpu=cpu)  # fmt: skip
-            if not worker.wait(deadline - time.monotonic()):
+            with turns.waiting():  # the new process loads the function
+                started = worker.wait(deadline - time.monotonic())
+            if not started:
                 worker.kill()
                 return None, ("timeout", [])
             _, said = wire.hear(worker.conn)

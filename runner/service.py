@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import config
+import turns
 import variables
 from extensions import state
 from runner import directory, wire
@@ -178,7 +179,9 @@ class Call:
         not answer in time, died, or reported an error."""
         worker = self.worker
         try:
-            if not worker.wait(min(self.remaining(), self.limits.timeout)):
+            with turns.waiting():  # on the function's process: another request may run
+                answered = worker.wait(min(self.remaining(), self.limits.timeout))
+            if not answered:
                 return self.finish(False, failed("IDLE_TIMEOUT"), [])
             is_control, said = wire.hear(worker.conn)
         except (EOFError, OSError, ValueError):

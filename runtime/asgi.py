@@ -180,6 +180,7 @@ def application(app, realtime, threads, queue=QUEUE_LIMIT):
     """The ASGI application: the socket path to `realtime`, the rest to the Flask `app`, each request
     with its body already read whole (read_body), on `threads` threads; a request that finds `queue`
     others waiting for one is answered 503 at once (Retry-After: 1) and its connection closed."""
+    in_turns = waitress_server.in_turns(app)
 
     def with_body(environ, start_response):
         body, length = environ["asgi.scope"][BODY]
@@ -190,7 +191,7 @@ def application(app, realtime, threads, queue=QUEUE_LIMIT):
             environ["CONTENT_LENGTH"] = str(length)
             environ.pop("HTTP_TRANSFER_ENCODING", None)
         environ["wsgi.file_wrapper"] = SentFile
-        return app(environ, start_response)
+        return in_turns(environ, start_response)
 
     flask = Threads(with_body, threads, queue)
     limits = waitress_server.limits_of(app)

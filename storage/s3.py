@@ -8,6 +8,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
+import turns
 from errors import Storage, storage_error
 
 PREFIX = "objects/"
@@ -20,7 +21,8 @@ def unavailable(operation):
     @functools.wraps(operation)
     def wrapped(*args, **kwargs):
         try:
-            return operation(*args, **kwargs)
+            with turns.waiting():  # on the network: another request may run
+                return operation(*args, **kwargs)
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") in MISSING:
                 raise FileNotFoundError(args[-1]) from None

@@ -20,6 +20,7 @@ LEAVES = (
     "extensions",
     "row_policies",
     "metrics",
+    "turns",
 )
 ABOVE = frozenset(
     {
