@@ -282,8 +282,8 @@ def read_rows(results):
     bound = rate[BARE]
     return [
         at_least(f"{FLOOR} / the bound", rate[FLOOR] / bound, 0.90),
-        at_least("key read / the same bound", rate[KEY] / bound, 0.75),
-        at_least(f"{USER} / the same bound", rate[USER] / bound, 0.70),
+        at_least("key read / the same bound", rate[KEY] / bound, 0.85),
+        at_least(f"{USER} / the same bound", rate[USER] / bound, 0.85),
         (f"{BARE_LIST} / the bound (no goal)", f"{rate[BARE_LIST] / bound:.2f}", "-", None),
         at_least(f"{LIST} (ordered) / the same bound", rate[LIST] / bound, 0.50),
     ]
