@@ -91,7 +91,8 @@ def test_one_turn_at_a_time_when_patience_runs_out_as_the_turn_is_handed_over():
     assert queue.waited_out > 0  # the race this test is about did happen
 
 
-def test_waiting_gives_the_turn_to_the_next_and_takes_it_back_behind_it():
+def test_waiting_gives_the_turn_to_the_next_and_takes_it_back_behind_it(monkeypatch):
+    monkeypatch.setattr(turns, "PATIENCE", 30)  # the first waits for its turn back, however slow the machine
     queue = turns.Turns()
     order = []
     inside = threading.Event()
@@ -110,7 +111,7 @@ def test_waiting_gives_the_turn_to_the_next_and_takes_it_back_behind_it():
         with turns.turn(queue):
             order.append("second")
             other_ran.set()
-            time.sleep(0.05)  # the first is back from its wait by now, and must wait for this turn
+            eventually(lambda: len(queue._waiting) == 1, 5, 0.001, "the first, back, waits for its turn")
             order.append("second done")
 
     threads = [threading.Thread(target=first), threading.Thread(target=second)]
@@ -177,7 +178,9 @@ def test_a_sign_in_in_bcrypt_lets_other_requests_run(app, served_sqlite, anon_ke
     signing_in.join()
     assert answers[0].status_code == 200, answers[0].text
     assert during >= 3, "the sign-in ended before the reads could run beside it"
-    assert turns.TURNS.waited_out == before
+    # Had the sign-in kept its turn through bcrypt, every read sent meanwhile would have waited its
+    # patience out. One may still, on a machine so busy that a read's thread lost the core for 50 ms.
+    assert turns.TURNS.waited_out - before <= during // 3
 
 
 def test_a_request_stuck_in_its_turn_holds_the_others_up_for_the_patience_only(
