@@ -3,10 +3,13 @@
 import logging
 import time
 
+import sqlalchemy as sa
 from alembic import command
+from alembic.script import ScriptDirectory
 from flask import Flask, current_app, request
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
+from werkzeug import routing
 from werkzeug.middleware.proxy_fix import ProxyFix
 
 import config
@@ -29,6 +32,7 @@ from tables_toml.webhooks import MAX_TIMEOUT
 from webhooks import schedules, worker
 
 MIGRATIONS = config.ROOT / "migrations"
+VERSION_TABLE = "minibase_alembic_version"
 PROBES = ("/live", "/ready", "/metrics")  # answered while the database is not ready
 BACKUP_SCHEDULE = "backup"  # the name BACKUP_SCHEDULE's runs have among the schedules
 RETRY_SECONDS = 1.0  # between two attempts to migrate while the database is down
@@ -56,12 +60,32 @@ EXPOSED_HEADERS = [
 ]
 
 
+class Rule(routing.Rule):
+    """werkzeug's URL rule, whose two URL builders (for url_for) are compiled on their first use
+    rather than when the rule is added. Compiling them, an AST and a compile() each, was 60% of
+    create_app (35 of 62 ms for some 150 rules): paid again by every command of the `flask` CLI and
+    every test's app, for builders only the dashboard's few url_for ever call. The one private name
+    used is werkzeug's `_compile_builder` (tests/test_factory.py checks it is still called)."""
+
+    def _compile_builder(self, append_unknown=True):
+        made = []
+        compile_builder = super()._compile_builder
+
+        def build(rule, *args, **kwargs):
+            if not made:  # two threads may both compile it: the same function, either one serves
+                made.append(compile_builder(append_unknown).__get__(rule, None))
+            return made[0](*args, **kwargs)
+
+        return build
+
+
 class Service(Flask):
     """Flask, which asks of each view and hook, on every call, whether it is a coroutine function
     (about 5% of a small request's time, for six calls); here each is asked once."""
 
     KNOWN = 4096  # functions remembered; past that, asked each time as Flask does
     request_class = Request  # Flask's, and how an upload's body arrives (blueprints/request.py)
+    url_rule_class = Rule
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -99,7 +123,7 @@ def create_app(test_config=None):
     if app.config["METRICS"]:
         metrics.enable(app.config["WORKERS"])  # before the workers fork: they count into one folder
     db.init_app(app)
-    migrate.init_app(app, db, directory=str(MIGRATIONS), version_table="minibase_alembic_version")
+    migrate.init_app(app, db, directory=str(MIGRATIONS), version_table=VERSION_TABLE)
     limiter.init_app(app)
     origins = [origin.strip() for origin in app.config["CORS_ORIGINS"].split(",")]
     cors.init_app(
@@ -260,5 +284,28 @@ def wait_for_database():
 
 
 def upgrade_database():
-    """Apply pending migrations; safe when several instances start at once (migrations/env.py)."""
+    """Apply pending migrations; safe when several instances start at once (migrations/env.py). A
+    database already at the newest revision is left as it is, without taking the migration lock or
+    loading the migrations again: the usual start, and every worker's and test's app after the first."""
+    if migrated_revision() == newest_revision():
+        return
     command.upgrade(migrate.get_config(str(MIGRATIONS)), "head")
+
+
+_NEWEST = []  # the newest migration's revision, read from migrations/versions once per process
+
+
+def newest_revision():
+    if not _NEWEST:
+        _NEWEST.append(ScriptDirectory.from_config(migrate.get_config(str(MIGRATIONS))).get_current_head())
+    return _NEWEST[0]
+
+
+def migrated_revision():
+    """The revision the database is at (one, on this linear history), or None before the first."""
+    with db.engine.connect() as connection:
+        if not sa.inspect(connection).has_table(VERSION_TABLE):
+            return None
+        return connection.execute(
+            sa.select(sa.column("version_num")).select_from(sa.table(VERSION_TABLE))
+        ).scalar()

@@ -7,15 +7,19 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from inspect import getsource as inspect_source
 
 import jwt
 import pytest
 from sqlalchemy import create_engine, inspect, text
+from werkzeug.routing import Map, Rule
 
+import app as app_module
 import config
 import variables
 from app import create_app
 from auth import tokens
+from database.migration_lock import migration_lock
 from extensions import db
 from models import users_table
 from support import SECRET, Api, assert_auth_error, assert_rest_error
@@ -123,6 +127,40 @@ def test_migrating_twice_is_harmless(make_app):
     with app.app_context():
         version = db.session.execute(text("SELECT version_num FROM minibase_alembic_version")).all()
     assert len(version) == 1
+
+
+@pytest.mark.fresh_database
+def test_a_start_on_a_migrated_database_takes_no_migration_lock(make_app, database_url):
+    """The usual start, on a database at the newest revision, neither loads the migrations nor waits
+    for the lock that one instance at a time migrates under: here held by another, for good."""
+    make_app()
+    engine, pool = create_engine(database_url), ThreadPoolExecutor(1)
+    try:
+        with engine.connect() as connection, migration_lock(connection):
+            app = pool.submit(make_app).result(timeout=10)  # waiting for the lock: a TimeoutError
+        with app.app_context():
+            assert app_module.migrated_revision() == app_module.newest_revision()
+    finally:
+        pool.shutdown()  # a start that waited for the lock has it once the lock is let go
+        engine.dispose()
+
+
+def test_each_url_rule_builds_what_werkzeugs_own_rule_builds(app):
+    """app.Rule compiles its URL builders on their first use: every rule of the app builds the same
+    URL as werkzeug's Rule, with its arguments and with one it does not know (a query string)."""
+    ours, theirs = app.url_map, Map(converters=app.url_map.converters)
+    rules = list(ours.iter_rules())
+    assert all(type(rule) is app_module.Rule for rule in rules)
+    assert "_compile_builder(False)" in inspect_source(Rule.compile), "werkzeug builds URLs another way"
+    for rule in rules:
+        theirs.add(Rule(rule.rule, endpoint=rule.endpoint, methods=rule.methods, defaults=rule.defaults))
+    mine, werkzeugs = ours.bind("localhost"), theirs.bind("localhost")
+    for rule in rules:
+        method = sorted(rule.methods)[0]
+        values = {name: "7" for name in rule.arguments}
+        for given in (values, {**values, "extra": "a b"}):
+            assert mine.build(rule.endpoint, given, method) == werkzeugs.build(rule.endpoint, given, method)
+    assert len(rules) > 100
 
 
 @pytest.mark.slow  # starts python processes: seconds each, the slow tier's kind

@@ -464,4 +464,7 @@ def test_deliveries_failures_and_the_backlog_are_in_the_metrics(started, receive
     after = eventually(lambda: (now := counted())["minibase_webhook_deliveries_total"] - before.get(
         "minibase_webhook_deliveries_total", 0) == 2 and now)  # fmt: skip
     assert after["minibase_webhook_failures_total"] - before.get("minibase_webhook_failures_total", 0) == 2
-    assert after["minibase_webhook_backlog"] == 0
+    # A scrape counts the backlog in the database, then reads the counters: one whose count ran just
+    # before the second delivery was recorded and whose counters were read just after says 2 and 2
+    # (seen once, in a loaded make test on MariaDB). The next scrape counts none waiting.
+    assert eventually(lambda: counted()["minibase_webhook_backlog"] == 0)
