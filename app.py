@@ -286,7 +286,7 @@ def wait_for_database():
 def upgrade_database():
     """Apply pending migrations; safe when several instances start at once (migrations/env.py). A
     database already at the newest revision is left as it is, without taking the migration lock or
-    loading the migrations again: the usual start, and every worker's and test's app after the first."""
+    loading the migrations again: the usual restart, every `flask` command, every test's app."""
     if migrated_revision() == newest_revision():
         return
     command.upgrade(migrate.get_config(str(MIGRATIONS)), "head")
