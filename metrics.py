@@ -91,8 +91,8 @@ SERIES = {
                         (), "mostrecent"),
     "SCHEDULE_RUNS": ("counter", "minibase_schedule_runs_total", "Scheduled runs, by outcome", ("outcome",)),
     "TURNS_WAITED_OUT": ("counter", "minibase_turns_waited_out_total",
-                         "Requests that waited 50 ms for their turn (SQLite) and then ran beside the one "
-                         "holding it"),
+                         "Requests that ran beside the one holding the turn (SQLite): they waited 50 ms "
+                         "for it, or found it held longer"),
 }  # fmt: skip
 
 REQUESTS = REQUEST_SECONDS = RATE_LIMITED = OFF

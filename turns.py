@@ -10,8 +10,10 @@ and served 690–725 requests a second; in turns, 1,090–1,125. A thread that w
 lock of its own, not on the interpreter, so the thread that runs steps through its rows alone.
 
 A turn is not waited for without end: after PATIENCE seconds the request runs beside the one that
-holds it, as every request did before turns, so a holder stuck on something no give-up covers (a
-database lock another request holds, a long export) costs the others at most that wait.
+holds it, as every request did before turns, and one that finds the turn held longer than that
+does not wait at all. So a holder stuck on something no give-up covers (a database lock another
+process holds, a long export) costs the requests that came in its first PATIENCE seconds that wait,
+and the later ones nothing.
 
 `gated` wraps the app's call in both servers when the database is SQLite (runtime.server.in_turns:
 on MySQL requests wait on the server, and run as before); `waiting()` wraps each wait, wherever it
@@ -19,6 +21,7 @@ is, and does nothing on a thread that holds no turn: MySQL's, the background thr
 line, tests calling the app directly."""
 
 import threading
+import time
 from collections import deque
 from contextlib import contextmanager
 
@@ -30,23 +33,29 @@ _local = threading.local()
 
 
 class Turns:
-    """A lock that several may hold (`at_once`) and that is handed to its waiters in the order
-    they came: one that lets go gives it straight to the first waiter, so a thread that lets go
-    and asks again at once (a pool thread taking its next request) cannot take it ahead of those
-    waiting, as it can with threading.Semaphore, whose waiters then waited out their patience."""
+    """The turn: a lock handed to its waiters in the order they came. One that lets go gives it
+    straight to the first waiter, so a thread that lets go and asks again at once (a pool thread
+    taking its next request) cannot take it ahead of those waiting, as it can with
+    threading.Semaphore, whose waiters then waited out their patience. A turn already held for
+    longer than a taker's patience is not waited for at all: while one request stays stuck in its
+    turn, only those that came in its first `patience` seconds wait."""
 
-    def __init__(self, at_once=1):
+    def __init__(self):
         self._mutex = threading.Lock()
-        self._free = at_once
+        self._held = False
+        self._since = 0.0  # when the holder took it, or was handed it
         self._waiting = deque()  # a held lock per waiter, released to hand it the turn
-        self.waited_out = 0  # takes that ran out of patience
+        self.waited_out = 0  # takes that ran out of patience, or found the holder stuck past it
 
     def take(self, patience):
         """True once the turn is this thread's; False after `patience` seconds without it."""
         with self._mutex:
-            if self._free and not self._waiting:
-                self._free -= 1
+            if not self._held:  # then none waits either: a turn let go goes to the first waiter
+                self._held, self._since = True, time.monotonic()
                 return True
+            if time.monotonic() - self._since >= patience:
+                self._waited_out()
+                return False
             handed = threading.Lock()
             handed.acquire()
             self._waiting.append(handed)
@@ -55,8 +64,7 @@ class Turns:
         with self._mutex:
             if handed in self._waiting:
                 self._waiting.remove(handed)
-                self.waited_out += 1
-                metrics.TURNS_WAITED_OUT.inc()
+                self._waited_out()
                 return False
         handed.acquire()  # handed over as the wait ran out: released already, so no wait
         return True
@@ -64,9 +72,14 @@ class Turns:
     def give(self):
         with self._mutex:
             if self._waiting:
+                self._since = time.monotonic()
                 self._waiting.popleft().release()
             else:
-                self._free += 1
+                self._held = False
+
+    def _waited_out(self):
+        self.waited_out += 1
+        metrics.TURNS_WAITED_OUT.inc()
 
 
 TURNS = Turns()

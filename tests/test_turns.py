@@ -31,7 +31,7 @@ def test_the_turn_goes_to_the_waiters_in_the_order_they_came():
     for thread in threads:
         thread.join(10)
     assert order == [0, 1, 2, 3, 4]
-    assert queue._free == 1 and not queue._waiting
+    assert not queue._held and not queue._waiting
 
 
 def test_one_that_gives_up_its_turn_and_asks_again_goes_behind_those_waiting():
@@ -58,9 +58,23 @@ def test_a_turn_not_given_within_the_patience_is_not_waited_for_and_is_counted()
     assert queue.take(0.02) is False
     assert queue.waited_out == before + 1 and not queue._waiting  # it left the queue
     queue.give()
-    assert queue.take(0) and queue._free == 0  # the turn was never lost nor doubled
+    assert queue.take(0) and queue._held  # the turn was never lost nor doubled
     queue.give()
-    assert queue._free == 1
+    assert not queue._held
+
+
+def test_a_turn_held_past_the_patience_is_not_waited_for():
+    """A request stuck in its turn (a lock no give-up covers) holds up those that came in its first
+    `patience` seconds; one that comes later runs at once, counted, and the turn stays the holder's."""
+    queue = turns.Turns()
+    assert queue.take(1)
+    queue._since -= 60  # taken a minute ago
+    asked = time.monotonic()
+    assert queue.take(30) is False
+    assert time.monotonic() - asked < 10, "it waited for the stuck holder"
+    assert queue.waited_out == 1 and not queue._waiting and queue._held
+    queue.give()
+    assert not queue._held
 
 
 def test_one_turn_at_a_time_when_patience_runs_out_as_the_turn_is_handed_over():
@@ -87,7 +101,7 @@ def test_one_turn_at_a_time_when_patience_runs_out_as_the_turn_is_handed_over():
     for thread in threads:
         thread.join(60)
     assert most[0] == 1
-    assert queue._free == 1 and not queue._waiting
+    assert not queue._held and not queue._waiting
     assert queue.waited_out > 0  # the race this test is about did happen
 
 
@@ -120,7 +134,7 @@ def test_waiting_gives_the_turn_to_the_next_and_takes_it_back_behind_it(monkeypa
     for thread in threads:
         thread.join(10)
     assert order == ["second", "first waited", "second done", "first again"]
-    assert queue._free == 1
+    assert not queue._held
 
 
 def test_waiting_outside_a_turn_does_nothing():
