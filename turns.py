@@ -6,8 +6,9 @@ Why: Python runs one thread at a time, and SQLite's module lets go of the interp
 step of a statement, a step a row. With several request threads runnable, each step hands the
 interpreter to another thread and back, two context switches a row: measured with 16 clients on 2
 cores, a read of 50 rows with two embeds spent as much time in the kernel (futex) as in Python,
-and served 690–725 requests a second; in turns, 1,090–1,125. A thread that waits for its turn waits on a
-lock of its own, not on the interpreter, so the thread that runs steps through its rows alone.
+and served 690–725 requests a second; in turns, 1,090–1,125. A thread that waits for its turn
+waits on a lock of its own, not on the interpreter, so the thread that runs steps through its rows
+alone.
 
 A turn is not waited for without end: after PATIENCE seconds the request runs beside the one that
 holds it, as every request did before turns, and one that finds the turn held longer than that
