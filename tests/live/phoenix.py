@@ -55,6 +55,13 @@ class Client:
         assert reply["ref"] == ref
         return reply["payload"]
 
+    def handled(self):
+        """Return once the server has handled every frame sent before: a socket's frames are handled
+        in order, and a heartbeat is answered. What an event with no reply (access_token) awaits."""
+        ref = self.send("phoenix", "heartbeat", {})
+        while self.until("phx_reply")["ref"] != ref:
+            pass
+
     def nothing(self, timeout=0.3):
         try:
             frame = self.ws.recv(timeout=timeout)
