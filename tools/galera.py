@@ -131,7 +131,10 @@ class Node:
         return self.process is not None and self.process.poll() is None
 
     def wait_ready(self, seconds=60):
-        wait_until(self.ready, seconds, f"galera node {self.number} synced")
+        try:
+            wait_until(self.ready, seconds, f"galera node {self.number} synced")
+        except RuntimeError as exc:  # the node's own words on why, before its folder is removed
+            raise RuntimeError(f"{exc}; its log ends:\n{self.log()[-3000:]}") from None
 
     def stop(self):
         """SIGTERM, and wait for a clean exit."""
