@@ -98,7 +98,7 @@ class Service:
 
     def populate(self):
         api = self.api
-        tokens = {}
+        tokens = self.tokens = {}
         for email, password in PASSWORDS.items():
             tokens[email] = api.sign_up(email, password)["access_token"]
         with self.app.app_context():  # the PHP application's user: a $2y$ hash; a row of another writer
@@ -143,19 +143,22 @@ class Service:
             assert answer.status_code == 200, answer.json
         # One replaced (its first bytes deleted) and one removed: neither is in the archive.
         self.files["ann/a.txt"] = b"hello again, ann"
-        answer = api.post(
-            "/storage/v1/object/files/ann/a.txt",
-            token=tokens["ann@example.com"],
-            data=self.files["ann/a.txt"],
-            headers={"Content-Type": "text/plain", "x-upsert": "true"},
-        )
-        assert answer.status_code == 200
+        self.replace_ann_a_txt(self.files["ann/a.txt"])
         api.post("/storage/v1/object/files/ann/gone.txt", token=tokens["ann@example.com"], data=b"x")
         api.delete(
             "/storage/v1/object/files", token=tokens["ann@example.com"], json={"prefixes": ["ann/gone.txt"]}
         )
-        self.tokens = tokens
         return self
+
+    def replace_ann_a_txt(self, data):
+        """Upload `data` over ann/a.txt, as ann (x-upsert): its earlier bytes are deleted."""
+        answer = self.api.post(
+            "/storage/v1/object/files/ann/a.txt",
+            token=self.tokens["ann@example.com"],
+            data=data,
+            headers={"Content-Type": "text/plain", "x-upsert": "true"},
+        )
+        assert answer.status_code == 200
 
     def cli(self, *args, app=None):
         return (app or self.app).test_cli_runner().invoke(args=list(args))
@@ -392,13 +395,7 @@ def test_an_object_replaced_between_the_snapshot_and_its_bytes_is_taken_again(
     def then_replaced(backend, keys, held, work):
         taken.append(set(keys))
         if len(taken) == 1:
-            answer = service.api.post(
-                "/storage/v1/object/files/ann/a.txt",
-                token=service.tokens["ann@example.com"],
-                data=b"replaced meanwhile",
-                headers={"Content-Type": "text/plain", "x-upsert": "true"},
-            )
-            assert answer.status_code == 200
+            service.replace_ann_a_txt(b"replaced meanwhile")
         return secure(backend, keys, held, work)
 
     monkeypatch.setattr(make, "secure", then_replaced)
@@ -446,13 +443,7 @@ def test_after_two_lost_snapshots_the_next_holds_replacing_uploads_back(
             writer.rollback()
             writer.close()
         if len(refused) <= make.HOLD_AFTER:  # replaced, as a busy service would: this snapshot lost
-            answer = service.api.post(
-                "/storage/v1/object/files/ann/a.txt",
-                token=service.tokens["ann@example.com"],
-                data=f"replaced {len(refused)}".encode(),
-                headers={"Content-Type": "text/plain", "x-upsert": "true"},
-            )
-            assert answer.status_code == 200
+            service.replace_ann_a_txt(f"replaced {len(refused)}".encode())
         return secure(backend, keys, held, work)
 
     monkeypatch.setattr(make, "secure", then_written)
