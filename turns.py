@@ -91,12 +91,12 @@ def held():
 
 
 @contextmanager
-def turn(turns=TURNS, patience=PATIENCE):
+def turn(turns=TURNS):
     """Run the block in this thread's turn (taken here, or already held: a call within a call)."""
     if held():
         yield
         return
-    _local.held = turns.take(patience)
+    _local.held = turns.take(PATIENCE)
     _local.turns = turns
     try:
         yield
