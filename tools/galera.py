@@ -133,8 +133,13 @@ class Node:
     def wait_ready(self, seconds=60):
         try:
             wait_until(self.ready, seconds, f"galera node {self.number} synced")
-        except RuntimeError as exc:  # the node's own words on why, before its folder is removed
-            raise RuntimeError(f"{exc}; its log ends:\n{self.log()[-3000:]}") from None
+        except RuntimeError as exc:  # the nodes' own words on why, before their folders are removed
+            others = "".join(
+                f"\nnode {node.number}'s log ends:\n{node.log()[-3000:]}"
+                for node in self.cluster.nodes
+                if node is not self
+            )
+            raise RuntimeError(f"{exc}; its log ends:\n{self.log()[-3000:]}{others}") from None
 
     def stop(self):
         """SIGTERM, and wait for a clean exit."""
