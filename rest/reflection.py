@@ -48,9 +48,8 @@ def reflected(name, columns=(), force=False):
         age = time.monotonic() - cache.checked.get(name, -math.inf)
         lacking = found is None or not all(column in found.c for column in columns)
         if force or age >= MAX_AGE or (age >= REFRESH_INTERVAL and lacking):
-            cache.checked[name] = time.monotonic()
-            found = _reflect(name)
-            cache.tables[name] = found
+            found = _reflect(name)  # a database that does not answer raises: nothing is recorded
+            cache.tables[name], cache.checked[name] = found, time.monotonic()
     if found is None:
         raise policies.table_not_found(name)
     return found
