@@ -7,6 +7,7 @@ A node killed with SIGKILL is started again the same way a real operator would: 
 finds the last position it committed, which goes into grastate.dat, and it rejoins by incremental
 transfer (IST) from the others."""
 
+import os
 import re
 import shutil
 import signal
@@ -158,6 +159,20 @@ class Node:
         self.process.send_signal(signal.SIGKILL)
         self.process.wait()
 
+    def kill_helpers(self):
+        """SIGKILL what the node started for a state transfer and may have left running when it was
+        killed: its SST script and rsync daemon, found by the data directory in their command lines,
+        so that none of a stalled attempt outlives the cluster."""
+        mark = str(self.data).encode()
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                if mark in (entry / "cmdline").read_bytes():
+                    os.kill(int(entry.name), signal.SIGKILL)
+            except (FileNotFoundError, ProcessLookupError, PermissionError):
+                continue  # ended meanwhile
+
     def freeze(self):
         """SIGSTOP: the node stops answering anyone, as a machine cut off from the network would."""
         self.process.send_signal(signal.SIGSTOP)
@@ -199,6 +214,7 @@ class Node:
         except RuntimeError as exc:
             STALLS.append(str(exc))
         self.kill()
+        self.kill_helpers()
         self.recover()
         self.start()
         self.wait_ready(120)
