@@ -51,6 +51,7 @@ MYSQL_UNAVAILABLE = frozenset(
         1152, 1153, 1154, 1155, 1156, 1157, 1158, 1159, 1160, 1161,  # the network
         1205, 1213, 1290, 1305, 1317, 1927, 1969, 3024,  # lock waits, rolled back, read-only, killed,
         4031,  # time limits
+        1114,  # a table that is full: InnoDB's on a full disk, a MEMORY table at its size
         1180,  # a COMMIT that failed: a Galera node cut off from the others (it may have committed)
     }
 )  # fmt: skip

@@ -10,7 +10,7 @@ import sqlalchemy as sa
 
 from database import failures
 from rest import reflection
-from support import assert_rest_error
+from support import Api, assert_rest_error
 
 
 @pytest.mark.parametrize(
@@ -379,3 +379,31 @@ def test_no_request_is_a_server_error(rest):
         if response.status_code >= 400 and method != "head":
             assert set(response.get_json()) == {"message", "code", "hint", "details"}
     assert statuses[200] > 20 and statuses[400] > 500
+
+
+@pytest.mark.mysql
+@pytest.mark.parametrize("backend", ["mysql"])
+def test_a_table_the_database_has_no_room_for_is_a_503_not_a_400(make_app, anon_key, database_url, tmp_path):
+    """MariaDB's "table is full" (1114): here a MEMORY table at its max_heap_table_size, which is
+    also what InnoDB says of a tablespace on a full disk. The database's want of room is no fault
+    of the request: a 503, as PostgREST answers PostgreSQL's insufficient resources, and the rows
+    that fitted are all there."""
+    engine = sa.create_engine(database_url)
+    with engine.begin() as connection:
+        connection.exec_driver_sql("SET SESSION max_heap_table_size = 16384")  # MariaDB's least
+        connection.exec_driver_sql(
+            "CREATE TABLE memory_notes (id INT PRIMARY KEY, note VARCHAR(200) NOT NULL) ENGINE=MEMORY"
+        )
+    config = tmp_path / "memory.toml"
+    config.write_text('[tables.memory_notes]\nselect = "anon"\ninsert = "anon"\n')
+    api = Api(make_app(TABLES_CONFIG=str(config)), anon_key)
+    for n in range(1, 1000):
+        response = api.post("/rest/v1/memory_notes", json={"id": n, "note": "x" * 200})
+        if response.status_code != 201:
+            break
+    body = assert_rest_error(response, 503)
+    assert body["code"] == 503 and n > 1
+    assert len(api.get("/rest/v1/memory_notes?select=id").json) == n - 1
+    with engine.begin() as connection:
+        connection.exec_driver_sql("DROP TABLE memory_notes")
+    engine.dispose()
