@@ -15,8 +15,9 @@ BENCH_SOAK (100000 requests before RSS is read), BENCH_MARIADB (on when mariadbd
 BENCH_ONLY=mysql, BENCH_ONLY=php, BENCH_ONLY=sqlite or BENCH_ONLY=storage (only the MariaDB
 figures, only minibase against php-crud-api on MariaDB, only the SQLite reads against their bound
 and the embedded read, or only the downloads and uploads against theirs, with their goals: a quick
-run when working on them). The php-crud-api rows take api.php from
-BENCH_PHP_CRUD_API (a path) or download it (tools/bench_php.py).
+run when working on them), BENCH_CONNECTIONS (wrk's 16: 64 says how the tail grows). The
+php-crud-api rows take api.php from BENCH_PHP_CRUD_API (a path) or download it
+(tools/bench_php.py).
 """
 
 import json
@@ -63,7 +64,8 @@ ROWS = int(os.environ.get("BENCH_ROWS", "20000"))
 BIG_ROWS = int(os.environ.get("BENCH_BIG_ROWS", "1000000"))
 SOAK = int(os.environ.get("BENCH_SOAK", "100000"))
 ONLY = os.environ.get("BENCH_ONLY", "")
-WRK = ["wrk", "-t2", "-c16", "--latency", "--timeout", "10s"]
+CONNECTIONS = int(os.environ.get("BENCH_CONNECTIONS", "16"))
+WRK = ["wrk", "-t2", f"-c{CONNECTIONS}", "--latency", "--timeout", "10s"]
 
 KEY_READ = "/rest/v1/items?id=eq.4242"
 LIST_READ = "/rest/v1/items?location=like.*lo*&id=gt.100&order=name&limit=50"
@@ -232,7 +234,7 @@ def main():
         peer, peer_url = start_datasette(path)
         processes += [ceiling, minibase, floor, peer]
         bearer = sign_up(base, key)
-        print(f"\nSQLite, {ROWS} rows; wrk -t2 -c16, {SECONDS:g} s a figure")
+        print(f"\nSQLite, {ROWS} rows; wrk -t2 -c{CONNECTIONS}, {SECONDS:g} s a figure")
         results.wrk("ceiling: trivial Flask JSON endpoint", ceiling_url + "/", server="ceiling")
         results.wrk(BARE, ceiling_url + "/row/4242", server="ceiling")
         results.wrk(BARE_LIST, ceiling_url + "/list", server="ceiling")
