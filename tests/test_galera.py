@@ -87,7 +87,7 @@ class Instance:
     """`python wsgi.py` on one node."""
 
     def __init__(self, cluster, redis, index, workdir, **settings):
-        self.index = index
+        self.index, self.cluster = index, cluster
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         env = {
@@ -119,8 +119,10 @@ class Instance:
 
         try:
             eventually(healthy, seconds, 0.1, ignoring=requests.ConnectionError)
-        except AssertionError as exc:
-            raise AssertionError(f"instance {self.index} not serving: {self.text()[-3000:]}") from exc
+        except (AssertionError, requests.RequestException) as exc:
+            raise AssertionError(
+                f"instance {self.index} not serving: {self.text()[-3000:]}\n{self.cluster.describe()}"
+            ) from exc
 
     def socket_url(self, key=None, vsn="1.0.0"):
         return f"ws://127.0.0.1:{self.port}/realtime/v1/websocket?apikey={key or ANON}&vsn={vsn}"

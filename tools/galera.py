@@ -137,12 +137,7 @@ class Node:
         try:
             wait_until(self.ready, seconds, f"galera node {self.number} synced")
         except RuntimeError as exc:  # the nodes' own words on why, before their folders are removed
-            others = "".join(
-                f"\nnode {node.number}'s log ends:\n{node.log()[-3000:]}"
-                for node in self.cluster.nodes
-                if node is not self
-            )
-            raise RuntimeError(f"{exc}; its log ends:\n{self.log()[-3000:]}{others}") from None
+            raise RuntimeError(f"{exc}\n{self.cluster.describe()}") from None
 
     def stop(self):
         """SIGTERM, and wait for a clean exit."""
@@ -223,6 +218,23 @@ class Node:
         path = self.dir / "err.log"
         return path.read_text(errors="replace") if path.exists() else ""
 
+    def describe(self):
+        """The node's state, what its connections are running, and the end of its log (but the
+        lines of clients that hung up, which drown the rest when it stalls): to tell why it does."""
+        lines = [f"--- galera node {self.number}"]
+        try:
+            state = self.query("SHOW STATUS WHERE Variable_name IN ('wsrep_local_state_comment', "
+                               "'wsrep_cluster_status', 'wsrep_cluster_size', 'wsrep_local_recv_queue', "
+                               "'wsrep_flow_control_paused', 'wsrep_last_committed')")  # fmt: skip
+            lines.append(", ".join(f"{name}={value}" for name, value in state))
+            for row in self.query("SHOW FULL PROCESSLIST"):
+                if row[4] != "Sleep" or "idle" not in str(row[6] or "idle"):  # Command, State
+                    lines.append(f"  {row[4]} {row[5]} s, {row[6]}: {str(row[7])[:300]}")
+        except (pymysql.err.Error, OSError) as exc:
+            lines.append(f"not answering: {exc!r}")
+        log = [line for line in self.log().splitlines() if "Aborted connection" not in line]
+        return "\n".join([*lines, "its log ends:", *log[-40:]])
+
 
 class Cluster:
     """`size` Galera nodes on 127.0.0.1; `url(i, database)` is node i's SQLAlchemy URL."""
@@ -265,6 +277,9 @@ class Cluster:
             node.start()
             node.wait_ready()
         return self
+
+    def describe(self):
+        return "\n".join(node.describe() for node in self.nodes if node.running())
 
     def url(self, index, database):
         return f"mysql+pymysql://root@127.0.0.1:{self.nodes[index].port}/{database}?charset=utf8mb4"
