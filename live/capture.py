@@ -16,11 +16,13 @@ table, and a subscription to its changes is refused."""
 import hashlib
 import logging
 import threading
+from contextlib import contextmanager
 
 import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError, NoSuchTableError
 
 from config import setting
+from database.migration_lock import migration_lock
 from extensions import db
 from rest import policies
 
@@ -57,7 +59,7 @@ def install(webhook_tables=None):
         wanted = sorted(name for name, policy in policies.policies().items() if policy.realtime)
     dialect = db.engine.dialect.name
     captured = {}
-    with _installing:
+    with _installing, _one_instance_at_a_time(dialect, wanted):
         existing = _existing(dialect) if wanted else {}
         for name in wanted:
             captured[name] = _install_one(name, dialect, existing, webhooks)
@@ -66,6 +68,21 @@ def install(webhook_tables=None):
             what = "webhooks" if webhooks else "realtime"
             log.error("%s: changes of table %r are not captured: %s", what, name, captured[name])
     return captured
+
+
+@contextmanager
+def _one_instance_at_a_time(dialect, wanted):
+    """On MySQL/MariaDB, the instances' migration lease, held while triggers are compared and made.
+    Two instances making one table's triggers at once on two Galera nodes can wedge a node for good:
+    a CREATE TRIGGER takes its metadata locks before its turn in the cluster's order, while the
+    other node's, ordered first, is applied there and waits for those locks (MariaDB 10.11: the
+    node's applier stopped, and every read there waited). One at a time, the second instance finds
+    the first one's triggers and makes none."""
+    if dialect != "mysql" or not wanted:
+        yield
+        return
+    with db.engine.connect() as connection, migration_lock(connection):
+        yield
 
 
 def prune(webhook_tables):

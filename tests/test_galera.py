@@ -9,6 +9,7 @@ where galera-4 or redis-server is not installed, except on CI, which must run it
 
 import itertools
 import json
+import multiprocessing
 import os
 import subprocess
 import sys
@@ -601,6 +602,78 @@ def test_every_minute_on_two_nodes_over_three_minutes_runs_three_times(cluster, 
     assert {status for _, status in runs} == {"succeeded"}
     for instance in instances:
         assert "Traceback" not in instance.text()
+
+
+# --- triggers made by two instances at once
+
+
+SIGNALS = "CREATE TABLE signals (id INT NOT NULL AUTO_INCREMENT PRIMARY KEY, n INT NOT NULL) ENGINE=InnoDB"
+
+
+def make_signals_triggers(url, rounds, barrier, results):
+    """In a process of its own, as an instance: `rounds` times, once `barrier` lets it, make the
+    webhook triggers of `signals`; (round, what install says, seconds) into `results` each time."""
+    from app import create_app
+    from live import capture
+
+    app = create_app({"DATABASE_URL": url, "JWT_SECRET": SECRET, "USERS_TABLE": "members",
+                      "DB_TIMEOUT": DB_TIMEOUT})  # fmt: skip
+    for round_ in range(rounds):
+        barrier.wait(timeout=60)
+        with app.app_context():
+            started = time.monotonic()
+            try:
+                captured = capture.install(["signals"])
+            except Exception as exc:  # noqa: BLE001 - said to the test, which fails on it
+                captured = repr(exc)
+            results.put((round_, captured, time.monotonic() - started))
+        barrier.wait(timeout=60)
+
+
+def test_two_instances_making_one_tables_triggers_at_once_on_two_nodes_wedge_neither(cluster, instances):
+    """Two instances on nodes 1 and 3 (processes of their own) make the webhook triggers of one table
+    at the same moment, as two instances started together do, round after round, the triggers
+    dropped between rounds. Each CREATE TRIGGER is a schema change that the cluster orders, and it
+    takes its metadata locks before its turn: made on two nodes at once, the one ordered first
+    waited on the other node for the locks the second held there, which waited for it, and the
+    node's reads stopped too. Made one instance at a time, every round both say the table's changes
+    are captured, in seconds, and every node has the three triggers."""
+    from live import capture
+
+    rounds = 20
+    cluster.nodes[0].query(SIGNALS, DATABASE)
+    names = [capture.trigger_name("signals", op, capture.WEBHOOK_PREFIX) for op in capture.OPERATIONS]
+    context = multiprocessing.get_context("spawn")
+    barrier, results = context.Barrier(3), context.Queue()
+    makers = [
+        context.Process(
+            target=make_signals_triggers, args=(cluster.url(index, DATABASE), rounds, barrier, results)
+        )
+        for index in (0, 2)
+    ]
+    for maker in makers:
+        maker.start()
+    try:
+        for round_ in range(rounds):
+            for name in names:
+                cluster.nodes[0].query(f"DROP TRIGGER IF EXISTS {name}", DATABASE)
+            barrier.wait(timeout=120)  # the first round waits for the apps to be made
+            try:
+                barrier.wait(timeout=3 * DB_TIMEOUT)
+            except threading.BrokenBarrierError:
+                raise AssertionError(f"round {round_} did not end\n{cluster.describe()}") from None
+            for _ in makers:
+                _, captured, seconds = results.get(timeout=5)
+                assert captured == {"signals": None} and seconds < DB_TIMEOUT, (round_, captured, seconds)
+    finally:
+        for maker in makers:
+            maker.terminate()
+            maker.join(timeout=10)
+    count = (
+        "SELECT COUNT(*) FROM information_schema.TRIGGERS "
+        f"WHERE TRIGGER_SCHEMA = '{DATABASE}' AND EVENT_OBJECT_TABLE = 'signals'"
+    )
+    assert on_every_node(cluster, count) == [((3,),)] * 3
 
 
 # --- a node cut off from the others
