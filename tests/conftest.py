@@ -37,17 +37,6 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.slow)
 
 
-def pytest_terminal_summary(terminalreporter):
-    """A Galera node's rejoin that stalled and was begun again (tools/galera.py, Node.restart) passes
-    its test, but is said here with the nodes' logs: it is Galera's fault, not minibase's, and the
-    logs are all there is to learn why."""
-    from tools import galera
-
-    for stall in galera.STALLS:
-        terminalreporter.write_sep("=", "a Galera rejoin stalled and was begun again")
-        terminalreporter.write_line(stall)
-
-
 SHM = Path("/dev/shm")
 SHM_NEEDED = 2 << 30  # bytes free: a run writes some 200 MB, and each MariaDB server 120 MB
 

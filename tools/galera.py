@@ -7,7 +7,6 @@ A node killed with SIGKILL is started again the same way a real operator would: 
 finds the last position it committed, which goes into grastate.dat, and it rejoins by incremental
 transfer (IST) from the others."""
 
-import os
 import re
 import shutil
 import signal
@@ -21,8 +20,6 @@ import pymysql
 
 PROVIDER = Path("/usr/lib/galera/libgalera_smm.so")
 NAME = "minibase_test"
-STALLED = 60  # seconds a rejoin may take before it is begun again (Node.restart); one takes about 2
-STALLS = []  # why each rejoin that was begun again stalled: the nodes' logs
 
 
 def find(program):
@@ -154,20 +151,6 @@ class Node:
         self.process.send_signal(signal.SIGKILL)
         self.process.wait()
 
-    def kill_helpers(self):
-        """SIGKILL what the node started for a state transfer and may have left running when it was
-        killed: its SST script and rsync daemon, found by the data directory in their command lines,
-        so that none of a stalled attempt outlives the cluster."""
-        mark = str(self.data).encode()
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            try:
-                if mark in (entry / "cmdline").read_bytes():
-                    os.kill(int(entry.name), signal.SIGKILL)
-            except (FileNotFoundError, ProcessLookupError, PermissionError):
-                continue  # ended meanwhile
-
     def freeze(self):
         """SIGSTOP: the node stops answering anyone, as a machine cut off from the network would."""
         self.process.send_signal(signal.SIGSTOP)
@@ -195,21 +178,7 @@ class Node:
         state.write_text(text)
 
     def restart(self):
-        """Start a node that was killed, and wait until it has caught up.
-
-        A rejoin whose state transfer stalls (seen in CI a few times: the joiner asked a donor for
-        an IST of six write sets, got its promise, then nothing for two minutes) is killed after
-        STALLED seconds and begun again, once, as an operator would; what every node logged of the
-        stalled one goes into STALLS, which the test run prints at its end (tests/conftest.py)."""
-        self.recover()
-        self.start()
-        try:
-            self.wait_ready(STALLED)
-            return
-        except RuntimeError as exc:
-            STALLS.append(str(exc))
-        self.kill()
-        self.kill_helpers()
+        """Start a node that was killed, and wait until it has caught up."""
         self.recover()
         self.start()
         self.wait_ready(120)
