@@ -630,7 +630,7 @@ def make_signals_triggers(url, rounds, barrier, results):
         barrier.wait(timeout=60)
 
 
-def test_two_instances_making_one_tables_triggers_at_once_on_two_nodes_wedge_neither(cluster, instances):
+def test_two_instances_making_one_tables_triggers_at_once_on_two_nodes_wedge_neither(cluster):
     """Two instances on nodes 1 and 3 (processes of their own) make the webhook triggers of one table
     at the same moment, as two instances started together do, round after round, the triggers
     dropped between rounds. Each CREATE TRIGGER is a schema change that the cluster orders, and it
