@@ -1,13 +1,15 @@
 """What the tests share that is not a fixture: the test secret, a client that sends API keys, the
-error-body assertions, waiting for something to happen (`eventually`), the tools a test needs
-(`require`), and starting and stopping a real waitress server."""
+error-body assertions, waiting for something to happen (`eventually`), a server frozen (`freeze`),
+the tools a test needs (`require`), and starting and stopping a real waitress server."""
 
 import asyncio
 import os
+import signal
 import socket
 import threading
 import time
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
@@ -34,6 +36,24 @@ def eventually(condition, seconds=10, every=0.02, what=None, ignoring=()):
             said = what or getattr(condition, "__name__", "the condition")
             raise AssertionError(f"{said}: not within {seconds} s (last: {found!r})")
         time.sleep(every)
+
+
+def freeze(pid):
+    """SIGSTOP to a server (mariadbd, a Galera node), returning once every one of its threads has
+    stopped. The signal stops the process only when the one thread it wakes runs and stops the
+    others: on a loaded machine its other threads went on answering queries for tens of
+    milliseconds after kill() returned."""
+    os.kill(pid, signal.SIGSTOP)
+    tasks = Path(f"/proc/{pid}/task")
+    eventually(lambda: all(_stopped(task) for task in tasks.iterdir()), 10, 0.005, f"process {pid} stopped")
+
+
+def _stopped(task):
+    try:
+        stat = (task / "stat").read_text()
+    except FileNotFoundError:  # a thread that has ended
+        return True
+    return stat[stat.rindex(")") + 2] in "tT"
 
 
 def require(found, what, install):

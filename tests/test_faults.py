@@ -18,7 +18,7 @@ import requests
 import sqlalchemy as sa
 
 from extensions import db, state
-from support import Api, eventually, free_port, serve_as_wsgi_py, serve_with_realtime
+from support import Api, eventually, free_port, freeze, serve_as_wsgi_py, serve_with_realtime
 
 # Timing-sensitive (slow clients, deadlines, faults): under make test these go to one worker together.
 pytestmark = pytest.mark.xdist_group("timing")
@@ -39,23 +39,6 @@ def mysql_connection(url):
 
 def wait_until_healthy(api, seconds):
     eventually(lambda: api.get("/health").status_code == 200, seconds, 0.2, "the service recovered")
-
-
-def freeze(pid):
-    """SIGSTOP to mariadbd, returning once every one of its threads has stopped. The signal stops
-    the process only when the one thread it wakes runs and stops the others: on a loaded machine
-    its other threads went on answering queries for tens of milliseconds after kill() returned."""
-    os.kill(pid, signal.SIGSTOP)
-    tasks = Path(f"/proc/{pid}/task")
-    eventually(lambda: all(_stopped(task) for task in tasks.iterdir()), 10, 0.005, "mariadbd stopped")
-
-
-def _stopped(task):
-    try:
-        stat = (task / "stat").read_text()
-    except FileNotFoundError:  # a thread that has ended
-        return True
-    return stat[stat.rindex(")") + 2] in "tT"
 
 
 def mariadb_pid(server_url):

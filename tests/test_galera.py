@@ -11,6 +11,7 @@ import itertools
 import json
 import multiprocessing
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -26,7 +27,7 @@ from auth import tokens
 from database import transactions
 from errors import APIError
 from extensions import db
-from support import SECRET, eventually, free_port, require
+from support import SECRET, eventually, free_port, freeze, require
 from tests.live import phoenix
 from tools import galera
 
@@ -691,13 +692,13 @@ def test_a_node_cut_off_from_the_others_answers_503_and_serves_again(cluster, in
     before = requests.post(url, json={"name": "before the cut"}, headers=headers, timeout=30)
     assert before.status_code == 201, before.text  # the table known: the write goes straight in
     for node in cluster.nodes[1:]:
-        node.freeze()
+        freeze(node.process.pid)
     try:
         in_flight = requests.post(url, json={"name": "cut off"}, headers=headers, timeout=30)
         after = requests.get(url + "?limit=1", headers=headers, timeout=30)
     finally:
         for node in cluster.nodes[1:]:
-            node.thaw()
+            node.process.send_signal(signal.SIGCONT)
         for node in cluster.nodes:
             node.wait_ready(120)
     for answer in (in_flight, after):

@@ -151,13 +151,6 @@ class Node:
         self.process.send_signal(signal.SIGKILL)
         self.process.wait()
 
-    def freeze(self):
-        """SIGSTOP: the node stops answering anyone, as a machine cut off from the network would."""
-        self.process.send_signal(signal.SIGSTOP)
-
-    def thaw(self):
-        self.process.send_signal(signal.SIGCONT)
-
     def recover(self):
         """After a SIGKILL: find the last committed position and write it into grastate.dat, so that
         the node rejoins by IST instead of asking for a full state transfer."""
