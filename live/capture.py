@@ -71,14 +71,14 @@ def install(webhook_tables=None):
 
 
 @contextmanager
-def _one_instance_at_a_time(dialect, wanted):
-    """On MySQL/MariaDB, the instances' migration lease, held while triggers are compared and made.
-    Two instances making one table's triggers at once on two Galera nodes can wedge a node for good:
-    a CREATE TRIGGER takes its metadata locks before its turn in the cluster's order, while the
-    other node's, ordered first, is applied there and waits for those locks (MariaDB 10.11: the
-    node's applier stopped, and every read there waited). One at a time, the second instance finds
-    the first one's triggers and makes none."""
-    if dialect != "mysql" or not wanted:
+def _one_instance_at_a_time(dialect, needed=True):
+    """On MySQL/MariaDB, the instances' migration lease, held while triggers are compared and made
+    (or dropped). Two instances making one table's triggers at once on two Galera nodes can wedge a
+    node for good: a CREATE TRIGGER takes its metadata locks before its turn in the cluster's
+    order, while the other node's, ordered first, is applied there and waits for those locks
+    (MariaDB 10.11: the node's applier stopped, and every read there waited). One at a time, the
+    second instance finds the first one's triggers and makes none."""
+    if dialect != "mysql" or not needed:
         yield
         return
     with db.engine.connect() as connection, migration_lock(connection):
@@ -97,10 +97,12 @@ def prune(webhook_tables):
         for name in tables
         for operation in OPERATIONS
     }
-    stale = sorted(set(_existing(db.engine.dialect.name)) - expected)
-    for name in stale:
-        with db.engine.begin() as connection:
-            connection.exec_driver_sql(f"DROP TRIGGER IF EXISTS {name}")
+    dialect = db.engine.dialect.name
+    with _one_instance_at_a_time(dialect):
+        stale = sorted(set(_existing(dialect)) - expected)
+        for name in stale:
+            with db.engine.begin() as connection:
+                connection.exec_driver_sql(f"DROP TRIGGER IF EXISTS {name}")
     return stale
 
 
