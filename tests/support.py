@@ -351,3 +351,33 @@ def run_async(coroutine):
     if "error" in outcome:
         raise outcome["error"]
     return outcome["value"]
+
+
+def refuse_once(app, table, times=1):
+    """Have the database refuse the next `times` INSERTs into `table` with a deadlock (1213), each
+    rolling back the whole transaction; a function that says how many refusals are left. MariaDB:
+    a trigger counts the refusals in a MyISAM table, which a rollback does not undo."""
+    from extensions import db
+
+    with app.app_context():
+        with db.engine.begin() as connection:
+            connection.exec_driver_sql(
+                "CREATE TABLE IF NOT EXISTS forced_faults (remaining INT) ENGINE=MyISAM"
+            )
+            connection.exec_driver_sql("DELETE FROM forced_faults")
+            connection.exec_driver_sql(f"INSERT INTO forced_faults VALUES ({int(times)})")
+            connection.exec_driver_sql(f"DROP TRIGGER IF EXISTS fault_{table}")
+            connection.exec_driver_sql(
+                f"CREATE TRIGGER fault_{table} BEFORE INSERT ON {table} FOR EACH ROW BEGIN "
+                "IF (SELECT remaining FROM forced_faults) > 0 THEN "
+                "UPDATE forced_faults SET remaining = remaining - 1; "
+                "SIGNAL SQLSTATE '40001' SET MYSQL_ERRNO = 1213, "
+                "MESSAGE_TEXT = 'Deadlock found when trying to get lock; try restarting transaction'; "
+                "END IF; END"
+            )
+
+    def left():
+        with app.app_context(), db.engine.connect() as connection:
+            return connection.exec_driver_sql("SELECT remaining FROM forced_faults").scalar()
+
+    return left

@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from extensions import db
 from receiver import SECRET, Receiver
 from support import SECRET as JWT_SECRET
-from support import Api, assert_auth_error, eventually
+from support import Api, assert_auth_error, eventually, refuse_once
 from tables_toml import webhooks as settings
 from variables import ConfigError
 from webhooks import outbox, worker
@@ -132,6 +132,23 @@ def test_every_committed_change_arrives_once_in_order_signed_and_none_for_a_roll
     assert "secret_note" not in json.dumps(arrived)
     ids = [call["headers"]["webhook-id"] for call in receiver.calls]
     assert len(set(ids)) == 4
+
+
+@pytest.mark.mysql
+@pytest.mark.parametrize("backend", ["mysql"])
+def test_an_insert_run_again_after_a_deadlock_is_delivered_once(started, receiver, anon_key):
+    """The database refuses the insert once with a deadlock (1213): the unit of work runs again and
+    commits. The event the webhook's trigger wrote in the refused attempt was rolled back with it,
+    so one change is delivered, once."""
+    app = started({"orders_hook": hook_to(receiver.url)})
+    assert eventually(lambda: _triggers(app), 10)
+    left = refuse_once(app, "orders")
+    assert Api(app, anon_key).post("/rest/v1/orders", json={"item": "pen"}).status_code == 201
+    assert left() == 0  # refused once, and run again
+    assert eventually(lambda: receiver.accepted())
+    time.sleep(0.5)  # nothing more comes
+    assert [(p["type"], p["record"]["item"]) for p in receiver.accepted()] == [("INSERT", "pen")]
+    assert len({call["headers"]["webhook-id"] for call in receiver.calls}) == 1
 
 
 def _triggers(app):
