@@ -106,7 +106,7 @@ class Threads:
     def answer(self, answer, run, environ, loop, send):
         """On a thread of the pool: respond, and settle the loop's `answer` with what came of it.
         run_in_executor did this through a second future, chained to the pool's by callbacks on
-        both threads: some 20 us of the loop's time a request, a sixth of it (py-spy, wrk)."""
+        both threads: a sixth of the loop's samples holding the GIL under wrk (py-spy)."""
         try:
             outcome = (run(self.respond, environ, loop, send), None)
         except BaseException as exc:  # as the pool's own future takes it, to be raised in the loop

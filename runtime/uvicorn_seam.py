@@ -191,8 +191,8 @@ class Cycle(RequestResponseCycle):
     async def send_whole(self, start, body):
         """A response's start and its whole body (WHOLE) as uvicorn sends them, but written to the
         socket in one write. uvicorn writes the headers and the body apart: two send(2) calls and two
-        TCP segments a response, and a client woken for each (measured with wrk, two workers on
-        MariaDB: the read by key 8% less CPU a request, 13% more a second, medians of five rounds)."""
+        TCP segments a response (with Threads' direct answer, the read by key 3-6% more a second,
+        the loop's CPU a request 10% less: docs/deployment.md)."""
         transport = self.transport
         self.transport = collected = OneWrite(transport)
         try:
