@@ -121,10 +121,18 @@ def the_caller(verify):
         return unverified
 
 
+# Claims of the tokens minibase signs with JWT_SECRET for other uses than calling: a session's
+# access token (session_id; one whose session has ended fails identify), a refresh token (sid, typ),
+# a third-party sign-in's state (typ, flow) and a storage signed URL (url, purpose). None of them is
+# a caller's token, and a refresh token names its user for 30 days after a sign-out or a ban.
+NOT_A_CALLERS = frozenset({"session_id", "sid", "typ", "flow", "url", "purpose"})
+
+
 def verified(token):
     """The caller behind a valid token: an API key, a user's live session, or another token signed
-    with JWT_SECRET that names no session (Supabase's relay accepts any token signed with the
-    project's secret), whose role is then anon or authenticated, never more. A 401 APIError else."""
+    with JWT_SECRET that names no session and was not minted for another use (NOT_A_CALLERS;
+    Supabase's relay accepts any token signed with the project's secret), whose role is then anon
+    or authenticated, never more. A 401 APIError else."""
     role = api_key_role(token)
     if role is not None:
         return {"role": role, "claims": claims_of(token) or {"role": role}}
@@ -136,7 +144,7 @@ def verified(token):
                                 options={"verify_aud": False})  # fmt: skip
         except jwt.PyJWTError:
             raise unauthorized("UNAUTHORIZED_INVALID_JWT", "Invalid JWT") from None
-        if "session_id" in claims:  # a user's token whose session has ended
+        if not NOT_A_CALLERS.isdisjoint(claims):  # a session's token, or one minted for another use
             raise
         role = "authenticated" if claims.get("role") == "authenticated" else "anon"
         return {"role": role, "claims": claims}

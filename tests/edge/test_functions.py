@@ -324,6 +324,31 @@ def test_verify_jwt_wants_a_valid_bearer_before_the_function_runs(base, anon_key
     assert call(base, "hello", anon_key, token=custom).text == "Hello World"
 
 
+def test_a_refresh_token_or_a_signed_url_is_no_callers_token(base, anon_key, service_key):
+    """Tokens minibase signs with JWT_SECRET for other uses are refused as callers' tokens: a refresh
+    token (which names its user for 30 days, signed out or banned), and a storage signed URL's."""
+    sent = {"email": "refresh@example.com", "password": "secret-pw"}
+    requests.post(f"{base}/auth/v1/signup", json=sent, headers={"apikey": anon_key}, timeout=10)
+    session = requests.post(f"{base}/auth/v1/token?grant_type=password", json=sent,
+                            headers={"apikey": anon_key}, timeout=10).json()  # fmt: skip
+    bucket = requests.post(f"{base}/storage/v1/bucket", json={"name": "fn-docs"},
+                           headers=keyed(service_key), timeout=10)  # fmt: skip
+    assert bucket.status_code == 200, bucket.text
+    requests.post(f"{base}/storage/v1/object/fn-docs/a.txt", data=b"a", timeout=10,
+                  headers={**keyed(service_key), "Content-Type": "text/plain"})  # fmt: skip
+    signed = requests.post(f"{base}/storage/v1/object/sign/fn-docs/a.txt", json={"expiresIn": 60},
+                           headers=keyed(service_key), timeout=10).json()["signedURL"]  # fmt: skip
+    url_token = signed.split("token=")[1]
+    assert call(base, "whoami", anon_key, token=session["access_token"]).json()["role"] == "authenticated"
+    for token in (session["refresh_token"], url_token):
+        assert len(token) > 40  # JWTs both
+        refused = call(base, "whoami", anon_key, token=token)
+        assert refused.status_code == 401 and refused.json()["message"] == "Invalid JWT", token
+    requests.post(f"{base}/auth/v1/logout", headers=keyed(anon_key, session["access_token"]), timeout=10)
+    refused = call(base, "whoami", anon_key, token=session["refresh_token"])
+    assert refused.status_code == 401
+
+
 def test_with_verify_jwt_off_anyone_may_call(base, anon_key, service_key):
     """A Stripe webhook: no key, no token; a bad token is no reason to refuse, and gives no role."""
     plain = requests.post(f"{base}/functions/v1/open", data="x", timeout=10)
