@@ -23,7 +23,6 @@ from storage import files
 PROBE_SECONDS = 3
 READY_SECONDS = 1  # how long /ready waits on Redis: a probe is asked every few seconds
 SECRET_WORDS = ("SECRET", "PASS", "KEY")  # JWT_SECRET, SMTP_PASS, S3_SECRET_ACCESS_KEY, MFA_ENCRYPTION_KEY…
-URL_SETTINGS = ("DATABASE_URL", "RATE_LIMIT_STORAGE_URI", "S3_ENDPOINT")
 MASK = "••••••"
 
 
@@ -138,11 +137,15 @@ def not_ready():
 
 
 def masked_url(url):
-    """A URL without its password."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname + (f":{parts.port}" if parts.port else "")
+    """A URL without its password; a value that names a password in a way this cannot read is
+    masked whole."""
+    try:
+        parts = urlsplit(url)
+        if parts.password is None:
+            return url
+        host = (parts.hostname or "") + (f":{parts.port}" if parts.port else "")
+    except ValueError:  # a port that is no number, say
+        return MASK if "@" in url else url
     return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:{MASK}@{host}"))
 
 
@@ -156,8 +159,8 @@ def effective_settings():
             text = ""
         elif any(word in name for word in SECRET_WORDS) and not name.endswith("_CLIENT_ID"):
             text = MASK
-        elif name in URL_SETTINGS:
-            text = masked_url(str(value))
+        elif isinstance(value, str) and "://" in value:  # any URL: Redis's, a hook's, S3's
+            text = masked_url(value)
         else:
             text = str(value)
         shown.append((name, text))

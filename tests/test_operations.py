@@ -45,6 +45,31 @@ def test_ready_names_a_configured_redis_that_does_not_answer(make_app):
     assert app.test_client().get("/live").status_code == 200
 
 
+def test_the_settings_page_takes_the_password_out_of_every_url(make_app):
+    """The dashboard's settings (dashboard.health.effective_settings): a password in any URL-valued
+    setting is masked, Realtime's Redis and a hook's as the database's, and a URL too malformed to
+    read is masked whole when it may hold one."""
+    from dashboard import health
+
+    app = make_app(
+        REALTIME_REDIS_URL="redis://:hunter2@127.0.0.1:6390/0",
+        RATE_LIMIT_STORAGE_URI="redis://user:opensesame@127.0.0.1:6390/1",
+        HOOK_SEND_EMAIL_URI="https://hook:letmein@127.0.0.1:9/send",
+        API_EXTERNAL_URL="https://api.example.com",
+    )
+    with app.app_context():
+        shown = dict(health.effective_settings())
+        app.config["REALTIME_REDIS_URL"] = "redis://:hunter2@127.0.0.1:port/0"
+        malformed = dict(health.effective_settings())["REALTIME_REDIS_URL"]
+    assert shown["REALTIME_REDIS_URL"] == f"redis://:{health.MASK}@127.0.0.1:6390/0"
+    assert shown["RATE_LIMIT_STORAGE_URI"] == f"redis://user:{health.MASK}@127.0.0.1:6390/1"
+    assert shown["HOOK_SEND_EMAIL_URI"] == f"https://hook:{health.MASK}@127.0.0.1:9/send"
+    assert shown["API_EXTERNAL_URL"] == "https://api.example.com"
+    assert malformed == health.MASK
+    for secret in ("hunter2", "opensesame", "letmein"):
+        assert secret not in json.dumps(shown) + malformed
+
+
 def test_a_database_that_does_not_answer_is_not_ready_but_the_process_is_live(tmp_path):
     from app import create_app
 
