@@ -184,8 +184,8 @@ def user_inactive(status=400):
     return APIError(status, Auth.USER_INACTIVE, "User account is inactive")
 
 
-def user_banned():
-    return APIError(400, Auth.USER_BANNED, "User is banned")
+def user_banned(status=400):
+    return APIError(status, Auth.USER_BANNED, "User is banned")
 
 
 def user_not_found(status=404):

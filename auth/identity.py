@@ -11,7 +11,7 @@ from auth import tokens
 from auth.users import factor_object, is_banned, user_columns
 from config import setting
 from database import statements
-from errors import APIError, Auth, bad_jwt, user_inactive, user_not_found
+from errors import APIError, Auth, bad_jwt, user_banned, user_inactive, user_not_found
 from extensions import db, state
 from models import users_table
 from models.auth import Factor, Profile, Session
@@ -130,6 +130,8 @@ def _signed_in(claims, row):
         raise user_not_found(401)
     if not row.active:
         raise user_inactive(401)
+    if is_banned(row.banned_until):  # a ban through the API ends the sessions; one made in SQL does not
+        raise user_banned(401)
     return Identity("authenticated", row.user_id, claims["session_id"], row, row.session_aal, claims["exp"])
 
 

@@ -3,10 +3,12 @@
 import datetime
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, update
 
+from auth import tokens
 from extensions import db
 from models import users_table
+from models.auth import Profile
 from support import assert_auth_error, assert_rest_error, assert_storage_error
 
 VERSIONED = {"X-Supabase-Api-Version": "2024-01-01"}
@@ -234,6 +236,32 @@ def test_inactive_user_cannot_sign_in_refresh_or_use_tokens(api, app):
         "user_inactive",
     )
     assert_auth_error(api.get("/auth/v1/user", token=session["access_token"]), 401, "user_inactive")
+
+
+def test_a_user_banned_in_the_database_cannot_use_their_tokens(api, app):
+    """A ban written straight into the profile table (an administrator in SQL, another application)
+    ends no session, unlike the admin API's: the user's access token is refused on the next request,
+    on every API, until the ban ends."""
+    session = api.sign_up()
+    token = session["access_token"]
+    assert api.get("/auth/v1/user", token=token).status_code == 200
+    with app.app_context():
+        until = tokens.utcnow() + datetime.timedelta(hours=1)
+        db.session.execute(update(Profile).values(banned_until=until))
+        db.session.commit()
+    assert_auth_error(api.get("/auth/v1/user", token=token), 401, "user_banned")
+    refused = api.get("/rest/v1/", token=token)
+    assert refused.status_code == 401
+    assert_auth_error(
+        api.post("/auth/v1/token?grant_type=refresh_token", json={"refresh_token": session["refresh_token"]}),
+        400,
+        "user_banned",
+    )
+    with app.app_context():
+        ended = tokens.utcnow() - datetime.timedelta(seconds=1)
+        db.session.execute(update(Profile).values(banned_until=ended))
+        db.session.commit()
+    assert api.get("/auth/v1/user", token=token).status_code == 200
 
 
 @pytest.mark.parametrize(
