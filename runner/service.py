@@ -17,6 +17,7 @@ import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 import config
 import turns
@@ -57,6 +58,24 @@ def failed(code):
     return Result(status, headers, json.dumps({"code": code, "message": message}).encode(), code)
 
 
+# A database password shorter than this is not taken out of the lines: every such run of letters in
+# them would be, and the lines would say nothing.
+LEAST_REDACTED = 4
+
+
+def never_logged(settings, own):
+    """What a function's lines never keep, even when it prints them: the service_role key,
+    JWT_SECRET, the secret API keys (sb_secret_…, which a caller may send and a function print with
+    the request's headers) and the database's password (in SUPABASE_DB_URL, which functions get)."""
+    try:
+        password = urlsplit(own.get("SUPABASE_DB_URL") or "").password
+    except ValueError:
+        password = None
+    passwords = {password, unquote(password)} if password and len(password) >= LEAST_REDACTED else set()
+    return [own.get("SUPABASE_SERVICE_ROLE_KEY"), settings["JWT_SECRET"], *settings["SECRET_KEYS"].values(),
+            *passwords]  # fmt: skip
+
+
 class Functions:
     """The service's functions: its settings, its worker pool and its journal of calls. `own` is the
     environment the project gives every function under Supabase's names."""
@@ -75,7 +94,7 @@ class Functions:
         )
         self.own = own
         self.pool = Pool(limit, config.ROOT)
-        self.journal = Journal([own.get("SUPABASE_SERVICE_ROLE_KEY"), settings["JWT_SECRET"]])
+        self.journal = Journal(never_logged(settings, own))
 
     def limits(self, name):
         return directory.settings_of(self.directory, name, self.defaults)

@@ -15,6 +15,8 @@ import pytest
 import requests
 
 from runner import service
+from runner.journal import Journal
+from runner.service import never_logged
 from support import SECRET, eventually, serve_app, supabase_clients
 
 FUNCTIONS = Path(__file__).resolve().parent / "functions"
@@ -170,6 +172,20 @@ def test_each_failure_is_supabase_s_status_and_harms_nothing_else(base, anon_key
     if name == "raises":  # the traceback, with what the client did not see, is in the log
         assert "RuntimeError: boom [redacted] at " in caplog.text and "Traceback" in caplog.text
         assert service_key not in caplog.text
+
+
+def test_the_lines_never_keep_the_database_password_or_a_secret_key(backend):  # the module's, unused
+    """The journal takes out of a function's lines what it may print of the project's secrets: the
+    service_role key and JWT_SECRET as before, the database's password from SUPABASE_DB_URL (as sent
+    and percent-decoded), and every secret API key; a password too short to find safely is left."""
+    settings = {"JWT_SECRET": SECRET, "SECRET_KEYS": {"default": "sb_secret_" + "s" * 30}}
+    own = {"SUPABASE_SERVICE_ROLE_KEY": "service-key-jwt",
+           "SUPABASE_DB_URL": "mysql+pymysql://app:p%40ss-w0rd@db/app"}  # fmt: skip
+    journal, R = Journal(never_logged(settings, own)), "[redacted]"
+    printed = f"{own['SUPABASE_DB_URL']} p@ss-w0rd {'sb_secret_' + 's' * 30} service-key-jwt {SECRET} kept"
+    assert journal.redact(printed) == f"mysql+pymysql://app:{R}@db/app {R} {R} {R} {R} kept"
+    short = {**own, "SUPABASE_DB_URL": "mysql+pymysql://app:pw@db/app"}
+    assert Journal(never_logged(settings, short)).redact("pw of app") == "pw of app"
 
 
 def test_a_module_with_a_syntax_error_is_a_boot_error_until_it_is_fixed(served, anon_key, tmp_path):
