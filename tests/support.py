@@ -177,14 +177,27 @@ def assert_storage_error(response, status, code=None):
     return body
 
 
-def serve_app(app, threads=8, port=None):
-    """`app` behind a real waitress server on `port` (a free one by default): (base URL, a function
-    that stops it)."""
+def listening_socket():
+    """A socket listening on a free port of 127.0.0.1, for a server made later (serve_app's
+    `listener`): the port is held from now on. A port from free_port is free only until another
+    process asks for one, and may be handed out again before it is bound."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    return sock
+
+
+def serve_app(app, threads=8, port=None, listener=None):
+    """`app` behind a real waitress server on `port` (a free one by default), or on `listener`
+    (listening_socket): (base URL, a function that stops it)."""
     import threading
 
     from waitress.server import create_server
 
-    server = create_server(app, host="127.0.0.1", port=port or free_port(), threads=threads)
+    if listener is not None:
+        server = create_server(app, sockets=[listener], threads=threads)
+    else:
+        server = create_server(app, host="127.0.0.1", port=port or free_port(), threads=threads)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     return f"http://127.0.0.1:{server.effective_port}", lambda: stop_waitress(server, thread)

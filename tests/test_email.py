@@ -15,7 +15,16 @@ from aiosmtpd.controller import Controller
 
 from auth import tokens
 from mail_server import Inbox, link_and_code
-from support import SECRET, Api, SupabaseJs, assert_auth_error, free_port, gotrue_client, serve_app
+from support import (
+    SECRET,
+    Api,
+    SupabaseJs,
+    assert_auth_error,
+    free_port,
+    gotrue_client,
+    listening_socket,
+    serve_app,
+)
 
 SITE = "https://app.example.com"
 
@@ -639,10 +648,11 @@ def test_recovery_under_pkce_ends_in_a_code_for_the_verifier_only(api, smtp):
 @pytest.fixture
 def live_mailing(make_mailing_app, anon_key):
     """A mailing app over waitress whose links point at it, with Ann signed up: its base URL."""
-    port = free_port()
+    listener = listening_socket()  # the port is held until the server takes it
+    port = listener.getsockname()[1]
     app = make_mailing_app(API_EXTERNAL_URL=f"http://127.0.0.1:{port}")
     Api(app, anon_key).sign_up()
-    base, stop = serve_app(app, port=port)
+    base, stop = serve_app(app, listener=listener)
     yield base
     stop()
 
@@ -819,9 +829,10 @@ def test_reauthenticate_is_for_signed_in_users_only(make_mailing_app, anon_key, 
 
 
 def test_supabase_js_reauthenticates_a_password_change(make_mailing_app, anon_key, smtp, clock, node_modules):
-    port = free_port()
+    listener = listening_socket()  # the port is held until the server takes it
+    port = listener.getsockname()[1]
     app = make_mailing_app(SECURE_PASSWORD_CHANGE=True, API_EXTERNAL_URL=f"http://127.0.0.1:{port}")
-    base, stop = serve_app(app, port=port)
+    base, stop = serve_app(app, listener=listener)
     try:
         with SupabaseJs(base, anon_key) as js:
             assert (

@@ -18,7 +18,7 @@ import requests
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from auth import providers, tokens
-from support import SupabaseJs, free_port, gotrue_client, serve_app
+from support import SupabaseJs, free_port, gotrue_client, listening_socket, serve_app
 
 JS = __import__("pathlib").Path(__file__).resolve().parent / "js"
 APP = "http://app.example/welcome"  # the app's page: never fetched, only read off a Location
@@ -80,7 +80,9 @@ def make_world(make_app, node_modules, provider_key):
         # An earlier test's provider may have had one of these ports: forget what it published.
         providers._discovered.clear()
         providers._keys.clear()
-        port = free_port()
+        # minibase's port is held from here: the providers' own free ports can never be it.
+        listener = listening_socket()
+        port = listener.getsockname()[1]
         callback = f"http://127.0.0.1:{port}/auth/v1/callback"
         issuer, oidc = start_provider(node_modules, provider_key, callback)
         github_url, github = start_provider(node_modules, provider_key, callback, github=True)
@@ -95,8 +97,12 @@ def make_world(make_app, node_modules, provider_key):
         if google:
             settings.update(EXTERNAL_GOOGLE_ENABLED=True, EXTERNAL_GOOGLE_CLIENT_ID="minibase,phone-app",
                             EXTERNAL_GOOGLE_SECRET=SECRET, EXTERNAL_GOOGLE_URL=issuer)  # fmt: skip
-        app = make_app(**{**settings, **overrides})
-        base, stop = serve_app(app, port=port)
+        try:
+            app = make_app(**{**settings, **overrides})
+        except BaseException:
+            listener.close()
+            raise
+        base, stop = serve_app(app, listener=listener)
         stops.append(stop)
         return {"base": base, "issuer": issuer, "app": app, "providers": {"keycloak": oidc, "github": github}}
 

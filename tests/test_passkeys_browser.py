@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from support import Api, free_port, serve_app
+from support import Api, free_port, listening_socket, serve_app
 
 pytestmark = pytest.mark.slow
 
@@ -228,7 +228,8 @@ ENROLL = """async ([key]) => {
 def test_the_dashboard_takes_a_security_key_as_an_administrator_s_second_factor(
     chromium, make_app, anon_key, service_key
 ):
-    port = free_port()
+    listener = listening_socket()  # the port is held until the server takes it
+    port = listener.getsockname()[1]
     origin = f"http://localhost:{port}"  # the dashboard's origin is the RP's listed one
     app = make_app(
         MFA_WEB_AUTHN_ENROLL_ENABLED=True,
@@ -236,7 +237,7 @@ def test_the_dashboard_takes_a_security_key_as_an_administrator_s_second_factor(
         SITE_URL=origin,
         RATE_LIMITS=True,
     )
-    _, stop = serve_app(app, port=port)
+    _, stop = serve_app(app, listener=listener)
     try:
         page, cdp, authenticator = open_page(chromium, f"{origin}/dashboard/", transport="usb")
         user_id = page.evaluate(ENROLL, [anon_key])
