@@ -102,7 +102,9 @@ class Access:
     """The caller's grants on one table for one request."""
 
     action: policies.Grant  # the operation asked for
-    read: policies.Grant | None = None  # reading the rows back (return=representation)
+    # Reading the rows: what return=representation reads back, and, on a PATCH or DELETE, which rows
+    # it may reach at all (None: a write-only caller, who may not read the table)
+    read: policies.Grant | None = None
     merge: policies.Grant | None = None  # updating the rows an upsert finds (merge-duplicates)
     who: object = None  # the caller (auth.identity.Identity): embedded tables are authorized for it
 
@@ -112,7 +114,22 @@ def permit(name, operation, who, prefer=None):
     prefer = prefer or Prefer()
     read = "select" if prefer.returns == "representation" else None
     merge = "update" if operation == "insert" and prefer.resolution == "merge-duplicates" else None
-    return Access(*policies.grants(name, who, operation, read, merge), who)
+    action, reading, merging = policies.grants(name, who, operation, read, merge)
+    if reading is None and operation in ("update", "delete"):
+        reading = _may_read(name, who)
+    return Access(action, reading, merging, who)
+
+
+def _may_read(name, who):
+    """The caller's select Grant, which a PATCH or DELETE is kept to as well: PostgreSQL applies a
+    table's SELECT policies to an UPDATE or DELETE that reads rows, as PostgREST's always do. Without
+    it, rows the select policy hides could be counted (Prefer: max-affected's refusal, count=exact)
+    by a caller whose update or delete policy reaches them. None for a caller who may not read the
+    table at all: its writes are kept to their own rule and policy, as before."""
+    try:
+        return policies.grants(name, who, "select")[0]
+    except APIError:
+        return None
 
 
 # --- the four operations
@@ -298,28 +315,26 @@ def _modify(table, access, write):
     access.action.check_owner(values)
     if _has_check(access.action):
         return _modify_checked(table, access, write, values, reader, items)
-    if write.prefer.returns != "representation":
-        where = reads.condition(write.query.filters, table, access.action)
-        return Page([], [], writes.update(table, values, where)[1])
     where = reads.condition(write.query.filters, table, access.action, access.read)
+    if write.prefer.returns != "representation":
+        return Page([], [], writes.update(table, values, where)[1])
     if reader is not None:
         found, count = writes.update(table, values, where, read=reader[0])
         return Page(single(write.media, found), reader[1], count)
-    return _page(write.media, items, *writes.update(table, values, where, items))
+    return _page(write.media, items, *writes.update(table, values, where, items, grant=access.read))
 
 
 def _modify_checked(table, access, write, values, reader, items):
     """An update under a check policy: the rows are changed by key (the table has a primary key,
     checked at start), then checked before they are read back."""
     representation = write.prefer.returns == "representation"
-    grants = (access.action, access.read) if representation else (access.action,)
-    where = reads.condition(write.query.filters, table, *grants)
+    where = reads.condition(write.query.filters, table, access.action, access.read)
 
     def checked_then_read(keys):
         _check_written(table, keys, access.action)
         if reader is not None:
             return reader[0](keys)
-        return reads.fetch(table, items, keys) if representation else []
+        return reads.fetch(table, items, keys, access.read) if representation else []
 
     found, count = writes.update(table, values, where, read=checked_then_read)
     if reader is not None:
@@ -348,11 +363,9 @@ def _remove(table, access, write):
         where = reads.condition(write.query.filters, table, access.action, access.read)
         found, count = writes.delete(table, where, read=reader[0])
         return Page(single(write.media, found), reader[1], count)
-    if write.prefer.returns != "representation":
-        return Page(
-            [], [], writes.delete(table, reads.condition(write.query.filters, table, access.action))[1]
-        )
     where = reads.condition(write.query.filters, table, access.action, access.read)
+    if write.prefer.returns != "representation":
+        return Page([], [], writes.delete(table, where)[1])
     return _page(write.media, items, *writes.delete(table, where, items))
 
 

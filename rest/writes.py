@@ -189,10 +189,12 @@ def locked_keys(table, where):
     return [tuple(row) for row in db.session.execute(statement)]
 
 
-def update(table, values, where, items=None, read=None):
+def update(table, values, where, items=None, read=None, grant=None):
     """UPDATE the rows `where` selects. Returns, with `items`, the changed rows as they are now
     (else []), and how many rows the filters matched. `read`, a function of primary keys that
-    returns rows, reads them back instead of `items` (a table with a primary key only)."""
+    returns rows, reads them back instead of `items` (a table with a primary key only); with
+    `items`, a changed row the reader's `grant` no longer admits is left out, as the embedded
+    reader leaves it out."""
     statement = sa.update(table).values(values)
     if items is None and read is None:
         return [], db.session.execute(filtered(statement, where)).rowcount
@@ -210,7 +212,7 @@ def update(table, values, where, items=None, read=None):
     for chunk in chunks(columns, keys):
         db.session.execute(statement.where(sa.and_(chunk, *also(where))))
     moved = [tuple(values.get(c.key, old) for c, old in zip(columns, key, strict=True)) for key in keys]
-    return (read(moved) if read is not None else fetch(table, items, moved)), len(keys)
+    return (read(moved) if read is not None else fetch(table, items, moved, grant)), len(keys)
 
 
 def delete(table, where, items=None, read=None):

@@ -173,6 +173,47 @@ def test_updates_and_deletes_touch_only_the_rows_the_policy_admits(world):
     assert [row["title"] for row in mine.json] == ["bob new"]
 
 
+def test_a_write_reaches_only_rows_the_select_policy_shows_so_it_counts_no_hidden_row(world):
+    """As PostgreSQL applies a table's SELECT policies to an UPDATE or DELETE that reads rows: an
+    editor, whose delete policy reaches every post, cannot delete nor count the drafts the select
+    policy hides from them. Before, max-affected's refusal named how many hidden drafts a filter
+    matched (nothing deleted), a way to read them letter by letter; and whether a hidden row was
+    deleted depended on Prefer: return=."""
+    world.service.put(f"/auth/v1/admin/users/{world.ids['bob']}", json={"app_metadata": {"role": "editor"}})
+    editor = world.anon.sign_in("bob@example.com").json["access_token"]
+    strict = {"Prefer": "handling=strict, max-affected=0"}
+    probe = world.anon.delete("/rest/v1/posts?published=eq.0&title=like.ann*", token=editor, headers=strict)
+    assert probe.status_code == 204, probe.json  # no row reached: no count to tell
+    counted = world.anon.delete("/rest/v1/posts?published=eq.0&title=like.ann*", token=editor,
+                                headers={"Prefer": "count=exact"})  # fmt: skip
+    assert counted.status_code == 204 and counted.headers["Content-Range"] == "*/0"
+    assert world.titles("ann") == ["ann published", "ann draft", "bob published"]
+    fresh = {"author_id": world.ids["ann"], "title": "ann fresh", "published": 1}
+    assert world.anon.post("/rest/v1/posts", token=world.tokens["ann"], json=fresh).status_code == 201
+    published = world.anon.delete("/rest/v1/posts?title=eq.ann fresh", token=editor, headers=strict)
+    assert published.status_code == 400  # one row it may read and delete: counted, and kept
+    assert world.anon.delete("/rest/v1/posts?title=eq.ann fresh", token=editor).status_code == 204
+    assert "ann fresh" not in world.titles("ann")
+
+
+def test_a_row_an_update_takes_out_of_the_select_policy_is_not_read_back(make_world):
+    """return=representation reads the changed rows back under the select policy, with or without
+    embeds: a post its author unpublishes, where only published posts may be read, is changed and
+    not returned."""
+    world = make_world(
+        TABLES.replace('select = "published = 1 OR author_id = :uid"', 'select = "published = 1"')
+    )
+    token, back = world.tokens["ann"], {"Prefer": "return=representation"}
+    hidden = world.anon.patch("/rest/v1/posts?title=eq.ann published", token=token, headers=back,
+                              json={"published": 0})  # fmt: skip
+    assert hidden.status_code == 200 and hidden.json == []
+    assert world.titles(None) == ["bob published"]  # changed all the same
+    shown = world.anon.patch("/rest/v1/posts?title=eq.ann published", token=token, headers=back,
+                             json={"published": 1})  # fmt: skip
+    assert shown.json == []  # the select policy hides the draft it was: no row reached, as a read finds none
+    assert world.titles(None) == ["bob published"]
+
+
 def test_a_row_written_outside_the_policy_is_refused_and_nothing_is_kept(world):
     bob = world.ids["bob"]
     token = world.tokens["ann"]
