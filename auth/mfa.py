@@ -152,8 +152,22 @@ def verify(who, factor_id, challenge_id, code, ip, webauthn=None):
     """A code (or a WebAuthn answer) for a challenge of the caller's factor: the session raised to
     aal2, as a new session object."""
     if transactions.read(_factor_type, who.user_id, factor_id) == mfa_webauthn.WEBAUTHN:
-        return mfa_webauthn.verify(who, factor_id, challenge_id, webauthn, ip)
+        return mfa_webauthn.verify(who, factor_id, challenge_id, webauthn, ip, check_first_verification)
     return transactions.write(_verify_code, who, factor_id, challenge_id, code, ip)
+
+
+def check_first_verification(who, factor):
+    """Verifying a factor not verified yet ends its enrolment and raises the session to aal2: once
+    the user has another verified factor, that takes an aal2 session, as enrolling does. Else a
+    password alone (aal1) could finish a factor left unverified (a security key whose ceremony was
+    cancelled), with the attacker's own authenticator, and reach aal2."""
+    if factor.status == VERIFIED:
+        return
+    others = select(func.count()).where(
+        Factor.user_id == who.user_id, Factor.status == VERIFIED, Factor.id != factor.id
+    )
+    if db.session.execute(others).scalar() and sessions.level(who.session_id) != sessions.AAL2:
+        raise APIError(403, Auth.INSUFFICIENT_AAL, "AAL2 required to verify a new factor")
 
 
 def _factor_type(user_id, factor_id):
@@ -165,6 +179,7 @@ def _verify_code(who, factor_id, challenge_id, code, ip):
     if not code:
         raise validation_failed("Code needs to be non-empty")
     factor = _owned_factor(who.user_id, factor_id)
+    check_first_verification(who, factor)
     found = db.session.execute(
         select(Challenge).where(Challenge.id == challenge_id, Challenge.factor_id == factor.id)
     ).scalar_one_or_none()

@@ -102,9 +102,11 @@ def challenge(who, factor, ip):
     }
 
 
-def verify(who, factor_id, challenge_id, answer, ip):
+def verify(who, factor_id, challenge_id, answer, ip, check_first):
     """A WebAuthn factor's answer: {type: create|request, credential_response}. The challenge is used
-    up first (in a transaction of its own); the session raised to aal2, as a new session object."""
+    up first (in a transaction of its own); the session raised to aal2, as a new session object.
+    `check_first(who, factor)`: mfa's rule for a factor's first verification (aal2 once another
+    factor is verified)."""
     if not setting("MFA_WEB_AUTHN_VERIFY_ENABLED"):
         raise verify_disabled()
     if not isinstance(answer, dict):
@@ -119,14 +121,15 @@ def verify(who, factor_id, challenge_id, answer, ip):
         raise APIError(422, Auth.MFA_IP_ADDRESS_MISMATCH, "Challenge and verify IP addresses mismatch.")
     if ceremony == CREATE:
         verified = passkeys.verified_registration(response, raw)
-        return transactions.write(_first_verify, who, factor_id, verified, response)
+        return transactions.write(_first_verify, who, factor_id, verified, response, check_first)
     return transactions.write(_verify_assertion, who, factor_id, passkeys.parsed_assertion(response), raw)
 
 
-def _first_verify(who, factor_id, verified, response):
+def _first_verify(who, factor_id, verified, response, check_first):
     factor = _locked(who.user_id, factor_id)
     if factor.status == VERIFIED or _credential_of(factor.id) is not None:
         raise passkeys.verification_failed()  # a create ceremony for a factor that has its key
+    check_first(who, factor)
     passkeys.store_credential(who.user_id, verified, response, factor.friendly_name, factor_id=factor.id)
     factor.status, factor.updated_at = VERIFIED, tokens.utcnow()
     audit.record("factor_verified", audit.user_target(who.user_id), {"factor_id": factor.id})

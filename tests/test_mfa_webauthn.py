@@ -243,3 +243,56 @@ def test_a_dashboard_admin_with_both_kinds_of_factor_is_offered_both(make, servi
         == 303
     )
     assert api.client.get("/dashboard/users").status_code == 200
+
+
+def test_a_factor_left_unverified_cannot_be_finished_from_aal1_once_another_is_verified(api):
+    """A security key whose ceremony was cancelled stays an unverified factor. Once the user has a
+    verified factor, finishing that one (with an attacker's own authenticator, from a session that
+    only knows the password) is enrolling, and takes aal2 as enrolling does: 403 insufficient_aal,
+    and the factor stays unverified. The same for a TOTP factor left unverified."""
+    token = api.sign_up()["access_token"]
+    key = api.post(
+        "/auth/v1/factors", token=token, json={"factor_type": "webauthn", "friendly_name": "key"}
+    ).json
+    totp = api.post(
+        "/auth/v1/factors", token=token, json={"factor_type": "totp", "friendly_name": "app"}
+    ).json
+    asked = api.post(f"/auth/v1/factors/{totp['id']}/challenge", token=token, json={}).json
+    code = {"challenge_id": asked["id"], "code": pyotp.TOTP(totp["totp"]["secret"]).now()}
+    assert api.post(f"/auth/v1/factors/{totp['id']}/verify", token=token, json=code).status_code == 200
+    factors = api.get("/auth/v1/user", token=token).json["factors"]
+    assert {f["friendly_name"]: f["status"] for f in factors} == {"key": "unverified", "app": "verified"}
+    aal1 = api.sign_in().json["access_token"]
+    created = challenge(api, aal1, key["id"])
+    assert created["webauthn"]["type"] == "create"
+    attacker = answer(api, aal1, key["id"], created, Authenticator().create(public_key(created)))
+    assert_auth_error(attacker, 403, "insufficient_aal")
+    factors = api.get("/auth/v1/user", token=aal1).json["factors"]
+    assert {f["friendly_name"]: f["status"] for f in factors}["key"] == "unverified"
+    # From aal2 (the verified TOTP factor's code), the user may finish it.
+    asked = api.post(f"/auth/v1/factors/{totp['id']}/challenge", token=aal1, json={}).json
+    later = pyotp.TOTP(totp["totp"]["secret"]).at(time.time() + 30)
+    aal2 = api.post(f"/auth/v1/factors/{totp['id']}/verify", token=aal1,
+                    json={"challenge_id": asked["id"], "code": later}).json["access_token"]  # fmt: skip
+    created = challenge(api, aal2, key["id"])
+    finished = answer(api, aal2, key["id"], created, Authenticator().create(public_key(created)))
+    assert finished.status_code == 200, finished.json
+
+
+def test_a_totp_factor_left_unverified_cannot_be_finished_from_aal1_once_a_key_is_verified(api):
+    token = api.sign_up()["access_token"]
+    totp = api.post(
+        "/auth/v1/factors", token=token, json={"factor_type": "totp", "friendly_name": "app"}
+    ).json
+    key = api.post(
+        "/auth/v1/factors", token=token, json={"factor_type": "webauthn", "friendly_name": "key"}
+    ).json
+    created = challenge(api, token, key["id"])
+    assert (
+        answer(api, token, key["id"], created, Authenticator().create(public_key(created))).status_code == 200
+    )
+    aal1 = api.sign_in().json["access_token"]
+    asked = api.post(f"/auth/v1/factors/{totp['id']}/challenge", token=aal1, json={}).json
+    code = {"challenge_id": asked["id"], "code": pyotp.TOTP(totp["totp"]["secret"]).now()}
+    assert_auth_error(api.post(f"/auth/v1/factors/{totp['id']}/verify", token=aal1, json=code), 403,
+                      "insufficient_aal")  # fmt: skip
