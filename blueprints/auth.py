@@ -105,6 +105,8 @@ def token():
         return session_for_sdks(pkce.exchange(body["auth_code"], body["code_verifier"]))
     if grant == "id_token":
         body = load(id_token_schema)
+        if body["link_identity"]:
+            check_manual_linking()  # linking with a token is manual linking too
         linking = current_user_identity().user_id if body["link_identity"] else None
         return session_for_sdks(
             external.sign_in_with_id_token(body["provider"], body["id_token"], body["nonce"], linking)
@@ -353,11 +355,15 @@ def manual_linking(view):
 
     @functools.wraps(view)
     def wrapped(**kwargs):
-        if not current_app.config["SECURITY_MANUAL_LINKING_ENABLED"]:
-            raise APIError(404, Auth.MANUAL_LINKING_DISABLED, "Manual linking is disabled")
+        check_manual_linking()
         return view(**kwargs)
 
     return wrapped
+
+
+def check_manual_linking():
+    if not current_app.config["SECURITY_MANUAL_LINKING_ENABLED"]:
+        raise APIError(404, Auth.MANUAL_LINKING_DISABLED, "Manual linking is disabled")
 
 
 @bp.get("/user/identities/authorize")

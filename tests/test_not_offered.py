@@ -190,7 +190,13 @@ def test_linking_is_refused_before_anything_else_while_manual_linking_is_off(api
             refused = api.request(method, path, token=bearer)
             assert_auth_error(refused, 404, "manual_linking_disabled")
             assert refused.json["msg"] == "Manual linking is disabled"
+    # Linking with an ID token (signInWithIdToken's linkIdentity) is manual linking too.
+    by_token = {"provider": "google", "id_token": "a.b.c", "link_identity": True}
+    id_token = "/auth/v1/token?grant_type=id_token"
+    assert_auth_error(api.post(id_token, token=token, json=by_token), 404, "manual_linking_disabled")
     enabled = Api(make_app(SECURITY_MANUAL_LINKING_ENABLED=True), anon_key)
+    reached = enabled.post(id_token, token=token, json=by_token)
+    assert reached.status_code == 400 and reached.json["error_code"] != "manual_linking_disabled"
     assert_auth_error(enabled.get(link), 401, "no_authorization")
     assert_auth_error(enabled.get(link, token=token), 400, "validation_failed")  # github is not set up
     assert_auth_error(enabled.delete(unlink, token=token), 422, "identity_not_found")
