@@ -245,21 +245,33 @@ def test_a_dashboard_admin_with_both_kinds_of_factor_is_offered_both(make, servi
     assert api.client.get("/dashboard/users").status_code == 200
 
 
+def added(api, token, factor_type, name):
+    """A factor enrolled, not verified yet: GoTrue's enroll answer."""
+    factor = api.post(
+        "/auth/v1/factors", token=token, json={"factor_type": factor_type, "friendly_name": name}
+    )
+    assert factor.status_code == 200, factor.json
+    return factor.json
+
+
+def totp_verify(api, token, factor, at=None):
+    """A code of a TOTP factor (this step's, or the one at `at`) for a new challenge of it."""
+    otp = pyotp.TOTP(factor["totp"]["secret"])
+    body = {
+        "challenge_id": challenge(api, token, factor["id"])["id"],
+        "code": otp.now() if at is None else otp.at(at),
+    }
+    return api.post(f"/auth/v1/factors/{factor['id']}/verify", token=token, json=body)
+
+
 def test_a_factor_left_unverified_cannot_be_finished_from_aal1_once_another_is_verified(api):
     """A security key whose ceremony was cancelled stays an unverified factor. Once the user has a
     verified factor, finishing that one (with an attacker's own authenticator, from a session that
     only knows the password) is enrolling, and takes aal2 as enrolling does: 403 insufficient_aal,
     and the factor stays unverified. The same for a TOTP factor left unverified."""
     token = api.sign_up()["access_token"]
-    key = api.post(
-        "/auth/v1/factors", token=token, json={"factor_type": "webauthn", "friendly_name": "key"}
-    ).json
-    totp = api.post(
-        "/auth/v1/factors", token=token, json={"factor_type": "totp", "friendly_name": "app"}
-    ).json
-    asked = api.post(f"/auth/v1/factors/{totp['id']}/challenge", token=token, json={}).json
-    code = {"challenge_id": asked["id"], "code": pyotp.TOTP(totp["totp"]["secret"]).now()}
-    assert api.post(f"/auth/v1/factors/{totp['id']}/verify", token=token, json=code).status_code == 200
+    key, totp = added(api, token, "webauthn", "key"), added(api, token, "totp", "app")
+    assert totp_verify(api, token, totp).status_code == 200
     factors = api.get("/auth/v1/user", token=token).json["factors"]
     assert {f["friendly_name"]: f["status"] for f in factors} == {"key": "unverified", "app": "verified"}
     aal1 = api.sign_in().json["access_token"]
@@ -269,11 +281,8 @@ def test_a_factor_left_unverified_cannot_be_finished_from_aal1_once_another_is_v
     assert_auth_error(attacker, 403, "insufficient_aal")
     factors = api.get("/auth/v1/user", token=aal1).json["factors"]
     assert {f["friendly_name"]: f["status"] for f in factors}["key"] == "unverified"
-    # From aal2 (the verified TOTP factor's code), the user may finish it.
-    asked = api.post(f"/auth/v1/factors/{totp['id']}/challenge", token=aal1, json={}).json
-    later = pyotp.TOTP(totp["totp"]["secret"]).at(time.time() + 30)
-    aal2 = api.post(f"/auth/v1/factors/{totp['id']}/verify", token=aal1,
-                    json={"challenge_id": asked["id"], "code": later}).json["access_token"]  # fmt: skip
+    # From aal2 (the verified TOTP factor's next code), the user may finish it.
+    aal2 = totp_verify(api, aal1, totp, at=time.time() + 30).json["access_token"]
     created = challenge(api, aal2, key["id"])
     finished = answer(api, aal2, key["id"], created, Authenticator().create(public_key(created)))
     assert finished.status_code == 200, finished.json
@@ -281,18 +290,10 @@ def test_a_factor_left_unverified_cannot_be_finished_from_aal1_once_another_is_v
 
 def test_a_totp_factor_left_unverified_cannot_be_finished_from_aal1_once_a_key_is_verified(api):
     token = api.sign_up()["access_token"]
-    totp = api.post(
-        "/auth/v1/factors", token=token, json={"factor_type": "totp", "friendly_name": "app"}
-    ).json
-    key = api.post(
-        "/auth/v1/factors", token=token, json={"factor_type": "webauthn", "friendly_name": "key"}
-    ).json
+    totp, key = added(api, token, "totp", "app"), added(api, token, "webauthn", "key")
     created = challenge(api, token, key["id"])
     assert (
         answer(api, token, key["id"], created, Authenticator().create(public_key(created))).status_code == 200
     )
     aal1 = api.sign_in().json["access_token"]
-    asked = api.post(f"/auth/v1/factors/{totp['id']}/challenge", token=aal1, json={}).json
-    code = {"challenge_id": asked["id"], "code": pyotp.TOTP(totp["totp"]["secret"]).now()}
-    assert_auth_error(api.post(f"/auth/v1/factors/{totp['id']}/verify", token=aal1, json=code), 403,
-                      "insufficient_aal")  # fmt: skip
+    assert_auth_error(totp_verify(api, aal1, totp), 403, "insufficient_aal")
