@@ -39,7 +39,8 @@ WHOLE = "minibase.http.response.whole"  # our own: a response's start and whole 
 CONNECTION_LIMIT = 9000
 # What uvicorn logs of an upgrade answered with an HTTP error (Server's filter): its own words.
 UNFINISHED_HANDSHAKE = "ASGI callable returned without completing handshake"
-SHARE_PAUSE = 0.005  # how often a worker holding more than its share looks again
+SHARE_PAUSE = 0.0005  # how often a worker holding more than its share looks again, while a
+# connection waits to be taken
 
 # What is used of uvicorn that it does not document, by the class that has it: methods overridden
 # or called, and attributes read or set.
@@ -82,6 +83,17 @@ def _answered_upgrades(record):
     return not str(record.msg).startswith(UNFINISHED_HANDSHAKE)
 
 
+async def _readable(loop, listener):
+    """Return once `listener` has a connection waiting to be accepted."""
+    ready = loop.create_future()
+    fd = listener.fileno()
+    loop.add_reader(fd, lambda: ready.done() or ready.set_result(None))
+    try:
+        await ready
+    finally:
+        loop.remove_reader(fd)
+
+
 class Server(uvicorn.Server):
     """uvicorn with our stop flag instead of its own signal handling, and the sockets closed with
     1001 before it closes connections itself (with 1012)."""
@@ -103,7 +115,10 @@ class Server(uvicorn.Server):
         """Take connections from the `listener` the workers share, only while this worker holds
         its share of them. asyncio's own server takes every connection waiting each time the
         listener is ready: the first worker to wake took 15 of a load test's 16 and served them on
-        one core while the other idled."""
+        one core while the other idled. Held back, a worker waits for a connection to come, then
+        looks again every SHARE_PAUSE while it waits: a fixed 5 ms sleep between looks, waiting or
+        not, woke it 200 times a second, and made a client that opens a connection a request
+        a third slower (docs/deployment.md)."""
         loop = asyncio.get_running_loop()
         listener.setblocking(False)
         connections = self.server_state.connections
@@ -114,18 +129,25 @@ class Server(uvicorn.Server):
             )
 
         while True:
-            while not self.share(len(connections)):
+            await _readable(loop, listener)  # a connection waits in the kernel's queue
+            while self.share(len(connections)):  # take those waiting while this worker may
+                try:
+                    connection, _ = listener.accept()
+                except (BlockingIOError, InterruptedError):
+                    break  # none is waiting (another worker took it)
+                except ConnectionAbortedError:
+                    continue  # its client gave up waiting
+                except OSError as exc:  # out of open files, say: as asyncio's own server, a pause
+                    log.warning("accepting a connection failed (%s); trying again in a second", exc)
+                    await asyncio.sleep(1)
+                    break
+                connection.setblocking(False)
+                try:
+                    await loop.connect_accepted_socket(protocol, connection)
+                except OSError:  # reset before it was served
+                    connection.close()
+            else:  # this worker holds more than its share: one holding fewer takes it meanwhile
                 await asyncio.sleep(SHARE_PAUSE)
-            try:
-                connection, _ = await loop.sock_accept(listener)
-            except OSError as exc:  # out of open files, say: as asyncio's own server, a pause
-                log.warning("accepting a connection failed (%s); trying again in a second", exc)
-                await asyncio.sleep(1)
-                continue
-            try:
-                await loop.connect_accepted_socket(protocol, connection)
-            except OSError:  # reset before it was served
-                connection.close()
 
     async def shutdown(self, sockets=None):
         for task in self.accepting:

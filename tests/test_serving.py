@@ -433,6 +433,54 @@ def test_kept_open_connections_are_spread_over_the_workers(start, realtime):
     assert min(held.count(pid) for pid in pids) >= 4, held  # 2 of 12 without the balance
 
 
+def wakeups(pid):
+    """How many times the main thread of `pid` has gone to sleep and been woken."""
+    status = Path(f"/proc/{pid}/task/{pid}/status").read_text()
+    return int(re.search(r"^voluntary_ctxt_switches:\s+(\d+)", status, re.M).group(1))
+
+
+def test_a_worker_holding_more_than_its_share_sleeps_until_a_connection_comes(start):
+    """Under uvicorn a worker that found itself holding more than its share looked again every
+    5 ms, a connection waiting or not: 200 wake-ups a second for as long as its clients stayed, and
+    a burst of new connections waited in the kernel's queue while the workers took turns sleeping.
+    It now waits for a connection to come, and only then looks, often, until a worker holding fewer
+    has taken it."""
+    process, base, anon = start(WORKERS=2, THREADS=2, REALTIME="on")
+    pids = workers_of(process)
+    host, port = base.removeprefix("http://").split(":")
+    connections, held = [], {pid: [] for pid in pids}
+
+    def connect():
+        connection = http.client.HTTPConnection(host, int(port), timeout=10)
+        connections.append(connection)
+        connection.request("GET", "/health")
+        assert connection.getresponse().status == 200
+        return owner(connection, pids)
+
+    try:
+        while min(len(kept) for kept in held.values()) < 2:  # each worker serving two, kept open
+            held[connect()].append(connections[-1])
+        ahead, behind = pids
+        for pid, keep in ((ahead, 2), (behind, 1)):
+            while len(held[pid]) > keep:
+                held[pid].pop().close()
+        time.sleep(0.5)  # each has published what it holds (every 0.1 s)
+        os.kill(behind, signal.SIGSTOP)
+        try:
+            assert connect() == ahead  # now 3 and 1: ahead holds more than its share
+        finally:
+            os.kill(behind, signal.SIGCONT)
+        before = {pid: wakeups(pid) for pid in pids}
+        time.sleep(2)
+        woken = {pid: (wakeups(pid) - before[pid]) / 2 for pid in pids}
+        # about 10 a second each (uvicorn's own tick); 200 a second in the one ahead before
+        assert woken[ahead] < 40 and woken[behind] < 40, woken
+        assert connect() == behind  # a connection that comes is the one behind's
+    finally:
+        for connection in connections:
+            connection.close()
+
+
 def failed_sign_ins_from(base, anon, forwarded_for, count):
     """`count` wrong-password sign-ins for one address, as a proxy forwarding `forwarded_for` sends
     them; the last status."""
