@@ -2,6 +2,7 @@
 connections that cannot take it offline, the headers every response carries, a request log
 without secrets, and WORKERS processes sharing one port."""
 
+import contextlib
 import http.client
 import json
 import logging
@@ -439,6 +440,22 @@ def wakeups(pid):
     return int(re.search(r"^voluntary_ctxt_switches:\s+(\d+)", status, re.M).group(1))
 
 
+def connections_held(pid, port):
+    """How many connections to `port` the process `pid` holds open (those a client has closed
+    count until the server closes them too, as the server counts them)."""
+    sockets = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            sockets.add(os.readlink(fd))
+    held = 0
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        local_port = int(fields[1].rpartition(":")[2], 16)
+        if local_port == port and fields[3] != "0A" and f"socket:[{fields[9]}]" in sockets:  # 0A: listening
+            held += 1
+    return held
+
+
 def test_a_worker_holding_more_than_its_share_sleeps_until_a_connection_comes(start):
     """Under uvicorn a worker that found itself holding more than its share looked again every
     5 ms, a connection waiting or not: 200 wake-ups a second for as long as its clients stayed, and
@@ -448,26 +465,34 @@ def test_a_worker_holding_more_than_its_share_sleeps_until_a_connection_comes(st
     process, base, anon = start(WORKERS=2, THREADS=2, REALTIME="on")
     pids = workers_of(process)
     host, port = base.removeprefix("http://").split(":")
-    connections, held = [], {pid: [] for pid in pids}
+    port = int(port)
+    connections, ours = [], {pid: [] for pid in pids}
 
     def connect():
-        connection = http.client.HTTPConnection(host, int(port), timeout=10)
+        connection = http.client.HTTPConnection(host, port, timeout=10)
         connections.append(connection)
         connection.request("GET", "/health")
         assert connection.getresponse().status == 200
         return owner(connection, pids)
 
     try:
-        while min(len(kept) for kept in held.values()) < 2:  # each worker serving two, kept open
-            held[connect()].append(connections[-1])
+        while min(len(kept) for kept in ours.values()) < 2:  # each worker serving two of ours
+            ours[connect()].append(connections[-1])
         ahead, behind = pids
-        for pid, keep in ((ahead, 2), (behind, 1)):
-            while len(held[pid]) > keep:
-                held[pid].pop().close()
+
+        def one_apart():
+            """Close connections of ours until `ahead` holds one more than `behind`."""
+            held = {pid: connections_held(pid, port) for pid in pids}
+            if held[ahead] == held[behind] + 1:
+                return True
+            ours[ahead if held[ahead] > held[behind] + 1 else behind].pop().close()
+            return False
+
+        eventually(one_apart, 10, 0.2, "the workers holding n + 1 and n connections")
         time.sleep(0.5)  # each has published what it holds (every 0.1 s)
         os.kill(behind, signal.SIGSTOP)
         try:
-            assert connect() == ahead  # now 3 and 1: ahead holds more than its share
+            assert connect() == ahead  # now n + 2 and n: ahead holds more than its share
         finally:
             os.kill(behind, signal.SIGCONT)
         before = {pid: wakeups(pid) for pid in pids}
