@@ -117,8 +117,8 @@ class Server(uvicorn.Server):
         listener is ready: the first worker to wake took 15 of a load test's 16 and served them on
         one core while the other idled. Held back, a worker waits for a connection to come, then
         looks again every SHARE_PAUSE while it waits: a fixed 5 ms sleep between looks, waiting or
-        not, woke it 200 times a second, and made a client that opens a connection a request
-        a third slower (docs/deployment.md)."""
+        not, woke it 200 times a second, and cost a client that opens a connection for each
+        request a quarter of its reads (docs/deployment.md)."""
         loop = asyncio.get_running_loop()
         listener.setblocking(False)
         connections = self.server_state.connections
