@@ -16,6 +16,7 @@ fails, naming it, when a new uvicorn changes one; requirements.txt pins the vers
 
 import asyncio
 import contextlib
+import errno
 import logging
 import os
 import time
@@ -39,8 +40,12 @@ WHOLE = "minibase.http.response.whole"  # our own: a response's start and whole 
 CONNECTION_LIMIT = 9000
 # What uvicorn logs of an upgrade answered with an HTTP error (Server's filter): its own words.
 UNFINISHED_HANDSHAKE = "ASGI callable returned without completing handshake"
-SHARE_PAUSE = 0.0005  # how often a worker holding more than its share looks again, while a
-# connection waits to be taken
+SHARE_PAUSE = 0.001  # how often a worker holding more than its share looks again, while a
+# connection waits to be taken (epoll's timeouts are whole milliseconds)
+# accept(2)'s errors that say the process, not the connection, is short of something (out of open
+# files, of memory): accepting pauses a second, as asyncio's own server pauses
+SHORT_OF = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+REST_SECONDS = 1.0
 
 # What is used of uvicorn that it does not document, by the class that has it: methods overridden
 # or called, and attributes read or set.
@@ -71,7 +76,8 @@ ADDED = {
                           "body_at", "arm", "disarm", "head_late", "too_large", "body_late", "body_done",
                           "refuse"),
     "RequestResponseCycle": ("send_at_once", "gone", "send_whole"),
-    "Server": ("realtime", "stop", "sockets", "share", "accepting", "accept"),
+    "Server": ("realtime", "stop", "sockets", "share", "accepting", "accept", "resting", "rest",
+               "accepting_ended"),
     "WebSocketsSansIOProtocol": ("write_wire",),
 }  # fmt: skip
 WIRE = "minibase.websocket.wire"  # the ASGI extension of WebSocket: {"write": write_wire}
@@ -104,12 +110,23 @@ class Server(uvicorn.Server):
         # Under WORKERS, share(connections held) says whether this worker may take one more
         # (workers.Balance); uvicorn's own accepting, left to the kernel, is not used.
         self.share, self.accepting = share, []
+        self.resting = False  # out of open files, say: its count unpublished until it accepts again
 
     async def startup(self, sockets=None):
         if self.share is None or not sockets:
             return await super().startup(sockets=sockets)
         await super().startup(sockets=[])
         self.accepting = [asyncio.create_task(self.accept(listener)) for listener in sockets]
+        for task in self.accepting:
+            task.add_done_callback(self.accepting_ended)
+
+    def accepting_ended(self, task):
+        """A worker whose accepting ended by an error drains and exits, and its parent starts
+        another: left serving, it would publish ever fewer connections and hold the other workers
+        back from every new one."""
+        if not task.cancelled() and task.exception() is not None:
+            log.error("accepting connections failed: this worker stops", exc_info=task.exception())
+            self.stop.set()
 
     async def accept(self, listener):
         """Take connections from the `listener` the workers share, only while this worker holds
@@ -130,28 +147,48 @@ class Server(uvicorn.Server):
 
         while True:
             await _readable(loop, listener)  # a connection waits in the kernel's queue
-            while self.share(len(connections)):  # take those waiting while this worker may
+            # take those waiting while this worker may (a resting one tries again unpublished)
+            while self.resting or self.share(len(connections)):
                 try:
                     connection, _ = listener.accept()
                 except (BlockingIOError, InterruptedError):
+                    self.resting = False
                     break  # none is waiting (another worker took it)
                 except ConnectionAbortedError:
                     continue  # its client gave up waiting
-                except OSError as exc:  # out of open files, say: as asyncio's own server, a pause
-                    log.warning("accepting a connection failed (%s); trying again in a second", exc)
-                    await asyncio.sleep(1)
-                    break
+                except OSError as exc:
+                    if exc.errno in SHORT_OF:
+                        log.warning("accepting a connection failed (%s); trying again in a second", exc)
+                        await self.rest()
+                    else:  # that connection's own failure (EPROTO, EPERM from a firewall)
+                        log.warning("accepting a connection failed (%s)", exc)
+                    break  # to the loop, which had no turn while this one accepted
+                self.resting = False
                 connection.setblocking(False)
                 try:
                     await loop.connect_accepted_socket(protocol, connection)
                 except OSError:  # reset before it was served
                     connection.close()
+                except BaseException:  # cancelled, or no protocol could be made: accepting ends
+                    connection.close()
+                    raise
             else:  # this worker holds more than its share: one holding fewer takes it meanwhile
                 await asyncio.sleep(SHARE_PAUSE)
+
+    async def rest(self):
+        """Pause accepting for REST_SECONDS. Until it accepts again, this worker's count is not
+        published: once it is stale (workers.STALE_SECONDS) the others take the connections it
+        cannot, rather than hold back for a worker that publishes few and takes none."""
+        self.resting = True
+        await asyncio.sleep(REST_SECONDS)
 
     async def shutdown(self, sockets=None):
         for task in self.accepting:
             task.cancel()
+        # Their readers are removed before the listener is closed: closed first, the descriptor is
+        # gone but the other workers' copies keep the socket in this loop's epoll, which then
+        # reported every connection waiting, to no reader, in a loop through the drain.
+        await asyncio.gather(*self.accepting, return_exceptions=True)
         await super().shutdown(sockets=sockets)
 
     @contextlib.contextmanager
@@ -159,7 +196,7 @@ class Server(uvicorn.Server):
         yield  # serve() installs the handlers, and nothing is raised again after the drain
 
     async def on_tick(self, counter):
-        if self.share is not None:
+        if self.share is not None and not self.resting:
             self.share(len(self.server_state.connections))  # published, when no connection comes either
         if self.stop.is_set():
             log.info(

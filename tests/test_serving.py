@@ -392,6 +392,20 @@ def test_workers_write_the_log_in_whole_lines_that_a_pipe_keeps_together():
     assert [line.rpartition("/é")[2] for line in lines] == [f"{n} 200" for n in range(500)]
 
 
+def both_serving(host, port, pids):
+    """Whether two connections in turn go to both workers: a worker still starting (a loaded
+    machine) publishes no count yet, and the one that serves rightly takes them all."""
+    pair = [http.client.HTTPConnection(host, int(port), timeout=10) for _ in range(2)]
+    try:
+        for connection in pair:
+            connection.request("GET", "/health")
+            connection.getresponse().read()
+        return {owner(connection, pids) for connection in pair} == set(pids)
+    finally:
+        for connection in pair:
+            connection.close()
+
+
 @pytest.mark.parametrize("realtime", ["off", "on"])
 def test_kept_open_connections_are_spread_over_the_workers(start, realtime):
     """Left to the kernel, the worker that wakes first took all sixteen of a load test's
@@ -401,20 +415,7 @@ def test_kept_open_connections_are_spread_over_the_workers(start, realtime):
     pids = workers_of(process)
     host, port = base.removeprefix("http://").split(":")
 
-    def both_serving():
-        """Whether two connections in turn go to both workers: a worker still starting (a loaded
-        machine) publishes no count yet, and the one that serves rightly takes them all."""
-        pair = [http.client.HTTPConnection(host, int(port), timeout=10) for _ in range(2)]
-        try:
-            for connection in pair:
-                connection.request("GET", "/health")
-                connection.getresponse().read()
-            return {owner(connection, pids) for connection in pair} == set(pids)
-        finally:
-            for connection in pair:
-                connection.close()
-
-    eventually(both_serving, 30, 0.2, "both workers serving")
+    eventually(lambda: both_serving(host, port, pids), 30, 0.2, "both workers serving")
     connections = [http.client.HTTPConnection(host, int(port), timeout=10) for _ in range(12)]
     for pid in pids:  # the connections wait for the workers all at once, as a load test's do
         os.kill(pid, signal.SIGSTOP)
@@ -456,51 +457,91 @@ def connections_held(pid, port):
     return held
 
 
+def connect(host, port, pids, connections):
+    """A kept-open connection (added to `connections`) with a request answered on it; the worker
+    in `pids` that holds it."""
+    connection = http.client.HTTPConnection(host, port, timeout=10)
+    connections.append(connection)
+    connection.request("GET", "/health")
+    assert connection.getresponse().status == 200
+    return owner(connection, pids)
+
+
+def hold_back_one(host, port, pids, connections):
+    """Kept-open connections (in `connections`) after which the first of the two `pids` holds two
+    more than the second, more than its share, for as long as no other comes: (ahead, behind)."""
+    eventually(lambda: both_serving(host, port, pids), 30, 0.2, "both workers serving")
+    ours = {pid: [] for pid in pids}
+    while min(len(kept) for kept in ours.values()) < 2:
+        ours[connect(host, port, pids, connections)].append(connections[-1])
+    ahead, behind = pids
+    held = {pid: connections_held(pid, port) for pid in pids}
+    excess = held[ahead] - held[behind] - 1
+    for _ in range(abs(excess)):  # ours, and whatever else a worker holds, one apart
+        ours[ahead if excess > 0 else behind].pop().close()
+    eventually(
+        lambda: connections_held(ahead, port) == connections_held(behind, port) + 1, 10, 0.1, "one apart"
+    )
+    time.sleep(0.5)  # each has published what it holds (every 0.1 s)
+    os.kill(behind, signal.SIGSTOP)
+    try:
+        assert connect(host, port, pids, connections) == ahead  # n + 2 and n: only ahead could take it
+    finally:
+        os.kill(behind, signal.SIGCONT)
+    return ahead, behind
+
+
 def test_a_worker_holding_more_than_its_share_sleeps_until_a_connection_comes(start):
     """Under uvicorn a worker that found itself holding more than its share looked again every
     5 ms, a connection waiting or not: 200 wake-ups a second for as long as its clients stayed, and
     a burst of new connections waited in the kernel's queue while the workers took turns sleeping.
     It now waits for a connection to come, and only then looks, often, until a worker holding fewer
-    has taken it."""
+    has taken it, or (stopped, say) has published nothing for 2 s."""
     process, base, anon = start(WORKERS=2, THREADS=2, REALTIME="on")
     pids = workers_of(process)
     host, port = base.removeprefix("http://").split(":")
-    port = int(port)
-    connections, ours = [], {pid: [] for pid in pids}
-
-    def connect():
-        connection = http.client.HTTPConnection(host, port, timeout=10)
-        connections.append(connection)
-        connection.request("GET", "/health")
-        assert connection.getresponse().status == 200
-        return owner(connection, pids)
-
+    port, connections = int(port), []
     try:
-        while min(len(kept) for kept in ours.values()) < 2:  # each worker serving two of ours
-            ours[connect()].append(connections[-1])
-        ahead, behind = pids
-
-        def one_apart():
-            """Close connections of ours until `ahead` holds one more than `behind`."""
-            held = {pid: connections_held(pid, port) for pid in pids}
-            if held[ahead] == held[behind] + 1:
-                return True
-            ours[ahead if held[ahead] > held[behind] + 1 else behind].pop().close()
-            return False
-
-        eventually(one_apart, 10, 0.2, "the workers holding n + 1 and n connections")
-        time.sleep(0.5)  # each has published what it holds (every 0.1 s)
-        os.kill(behind, signal.SIGSTOP)
-        try:
-            assert connect() == ahead  # now n + 2 and n: ahead holds more than its share
-        finally:
-            os.kill(behind, signal.SIGCONT)
+        ahead, behind = hold_back_one(host, port, pids, connections)
         before = {pid: wakeups(pid) for pid in pids}
         time.sleep(2)
         woken = {pid: (wakeups(pid) - before[pid]) / 2 for pid in pids}
         # about 10 a second each (uvicorn's own tick); 200 a second in the one ahead before
         assert woken[ahead] < 40 and woken[behind] < 40, woken
-        assert connect() == behind  # a connection that comes is the one behind's
+        os.kill(behind, signal.SIGSTOP)
+        try:  # the one ahead, held back, keeps looking while a connection waits
+            assert connect(host, port, pids, connections) == ahead
+        finally:
+            os.kill(behind, signal.SIGCONT)
+        time.sleep(0.5)  # the one behind publishes again
+        assert connect(host, port, pids, connections) == behind  # n + 3 and n: the one behind's
+    finally:
+        for connection in connections:
+            connection.close()
+
+
+def test_a_worker_out_of_open_files_leaves_new_connections_to_the_others(start):
+    """A worker whose accept(2) fails for want of open files pauses a second and tries again, as
+    before. It now publishes no count until it accepts again: it published its few connections
+    every 0.1 s and took none, and the others held back for it, so that every new connection waited
+    for as long as it lacked files."""
+    process, base, anon = start(WORKERS=2, THREADS=2, REALTIME="on")
+    pids = workers_of(process)
+    host, port = base.removeprefix("http://").split(":")
+    port, connections = int(port), []
+    try:
+        ahead, behind = hold_back_one(host, port, pids, connections)
+        soft, hard = resource.prlimit(behind, resource.RLIMIT_NOFILE)
+        used = {int(fd.name) for fd in Path(f"/proc/{behind}/fd").iterdir()}
+        lowest_free = min(set(range(len(used) + 1)) - used)
+        resource.prlimit(behind, resource.RLIMIT_NOFILE, (lowest_free, hard))  # its next accept fails
+        try:
+            assert connect(host, port, pids, connections) == ahead  # after 2 s; never, before
+        finally:
+            resource.prlimit(behind, resource.RLIMIT_NOFILE, (soft, hard))
+        assert server_log(process, until="accepting a connection failed ([Errno 24]")
+        # with files again it takes connections again (and publishes what it holds once it has)
+        eventually(lambda: connect(host, port, pids, connections) == behind, 10, 0.1, "one taken")
     finally:
         for connection in connections:
             connection.close()

@@ -2,8 +2,15 @@
 still in the uvicorn installed, none of the names it adds is one of uvicorn's own, and the log line
 it filters is still uvicorn's words (a test that fails names the one that changed)."""
 
+import asyncio
 import inspect
+import os
 import re
+import socket
+import threading
+import time
+import types
+from pathlib import Path
 
 import pytest
 import uvicorn
@@ -105,3 +112,102 @@ def test_only_the_seams_reach_into_uvicorn_and_pymysql():
             if re.search(rf"^\s*(import|from) {pattern}", text, re.M):
                 found.setdefault(library, set()).add(str(path.relative_to(root)))
     assert found == {"uvicorn": {"runtime/uvicorn_seam.py"}, "pymysql": {"database/pymysql_seam.py"}}
+
+
+def cpu_seconds(thread_id):
+    """The CPU time the thread `thread_id` (a native id of this process) has used."""
+    fields = Path(f"/proc/self/task/{thread_id}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_a_worker_stops_watching_the_shared_listener_before_it_closes_it():
+    """Under WORKERS each worker's loop watches the listener the workers share. Stopping, a worker
+    closed its copy while its accept task, only just cancelled, still watched it: the descriptor
+    was gone but the other workers' copies kept the socket in the loop's epoll, which then reported
+    a connection waiting, to no reader, on every turn, and the loop spun through the drain."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    sibling = listener.dup()  # another worker's copy: the socket stays open when this one closes
+    port = listener.getsockname()[1]
+    answering = threading.Event()
+
+    async def app(scope, receive, send):
+        if scope["type"] == "lifespan":
+            while (await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            return await send({"type": "lifespan.shutdown.complete"})
+        answering.set()
+        await asyncio.sleep(2)  # a request in flight: the drain waits for it
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"done"})
+
+    class Realtime:
+        hub = types.SimpleNamespace(connections=())
+
+        async def stop(self):
+            pass
+
+    stop = threading.Event()
+    config = uvicorn.Config(app, loop="asyncio", lifespan="on", log_config=None, access_log=False)
+    server = uvicorn_seam.Server(config, Realtime(), stop, share=lambda held: held < 1)  # takes one
+    server.sockets = [listener]
+    serving = threading.Thread(target=uvicorn_seam.run, args=(server,))
+    clients = [socket.create_connection(("127.0.0.1", port))]
+    try:
+        serving.start()
+        clients[0].sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert answering.wait(10)
+        time.sleep(0.2)  # nothing waits to be accepted: the accept task watches the listener
+        stop.set()  # the drain: the listener closed, the request in flight finished
+        time.sleep(0.4)
+        # a connection comes to the socket the other workers still hold open
+        clients.append(socket.create_connection(("127.0.0.1", port)))
+        before = cpu_seconds(serving.native_id)
+        time.sleep(1)
+        assert cpu_seconds(serving.native_id) - before < 0.2  # a whole second of it before
+        assert clients[0].recv(1024).startswith(b"HTTP/1.1 200")
+        serving.join(10)
+        assert not serving.is_alive()
+    finally:
+        stop.set()
+        for client in clients:
+            client.close()
+        sibling.close()
+
+
+def test_a_worker_whose_accepting_fails_stops_and_is_replaced(caplog):
+    """A worker's accept task that ended by an error (a protocol that cannot be made, say) left the
+    worker serving what it held and publishing ever fewer connections, so the other workers held
+    back from every new one for it. It now stops: it drains and exits, and its parent starts
+    another (runtime/workers.py)."""
+
+    class Broken(uvicorn_seam.Protocol):
+        def __init__(self, *args, **kwargs):
+            raise RuntimeError("no protocol")
+
+    class Realtime:
+        hub = types.SimpleNamespace(connections=())
+
+        async def stop(self):
+            pass
+
+    async def app(scope, receive, send):
+        while (await receive())["type"] != "lifespan.shutdown":
+            await send({"type": "lifespan.startup.complete"})
+        await send({"type": "lifespan.shutdown.complete"})
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+    config = uvicorn.Config(app, loop="asyncio", lifespan="on", log_config=None, http=Broken)
+    server = uvicorn_seam.Server(config, Realtime(), stop, share=lambda held: True)
+    server.sockets = [listener]
+    serving = threading.Thread(target=uvicorn_seam.run, args=(server,))
+    serving.start()
+    try:
+        with socket.create_connection(listener.getsockname()):
+            assert stop.wait(10)  # set by the failure, not by a signal
+            serving.join(10)
+        assert not serving.is_alive()
+        assert "accepting connections failed: this worker stops" in caplog.text
+    finally:
+        stop.set()
+        serving.join(10)
