@@ -16,6 +16,7 @@ limits. Those are handed to the app (Refusal), which answers them in the JSON er
 the path names, as it answers everything else. And a request without a body that asks
 `Expect: 100-continue` is answered, not left waiting for a body that never comes (Channel)."""
 
+import errno
 import gc
 import heapq
 import logging
@@ -55,6 +56,13 @@ METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
 # (an official SDK's), and the Origin a browser needs the CORS headers for to read the answer.
 SHAPING_HEADERS = frozenset({"X_SUPABASE_API_VERSION", "X_CLIENT_INFO", "ACCEPT_PROFILE", "CONTENT_PROFILE",
                              "ORIGIN"})  # fmt: skip
+
+
+# accept(2)'s errors that say the process, not the connection, is short of something (out of open
+# files, of memory): accepting pauses REST_SECONDS, as asyncio's own server pauses; waitress logged a
+# traceback and tried again at once, for as long as files lacked
+SHORT_OF = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+REST_SECONDS = 1.0
 
 
 GC_THRESHOLDS = (2000, 10, 100)  # the cycle collector's: young passes every 2,000 objects, full ones rarer
@@ -202,6 +210,11 @@ class Server(TcpWSGIServer):
     refusal names."""
 
     channel_class = Channel
+    # Out of open files, say (SHORT_OF): no accepting until `rest_until`, and under WORKERS no count
+    # published until an accept succeeds (workers.Balance.guard), so that the others take the
+    # connections this one cannot rather than hold back for it.
+    resting = False
+    rest_until = 0.0
 
     def __init__(self, app, limits, *args, **kwargs):
         super().__init__(app, *args, **kwargs)
@@ -222,6 +235,8 @@ class Server(TcpWSGIServer):
         if now >= self.next_channel_cleanup:
             self.next_channel_cleanup = now + self.adj.cleanup_interval
             self.maintenance(now)
+        if time.monotonic() < self.rest_until:
+            return False
         return self.accepting and self.make_room()
 
     def make_room(self):
@@ -240,6 +255,21 @@ class Server(TcpWSGIServer):
             self.active_channels[fd].will_close = True  # closed in this turn: it is writable
             closing += 1
         return closing >= excess
+
+    def accept(self):
+        """wasyncore's accept; short of open files or memory (SHORT_OF), a warning and a pause of
+        REST_SECONDS rather than waitress's traceback and another try at once."""
+        try:
+            accepted = super().accept()
+        except OSError as exc:
+            if exc.errno not in SHORT_OF:
+                raise
+            log.warning("accepting a connection failed (%s); trying again in a second", exc)
+            self.resting, self.rest_until = True, time.monotonic() + REST_SECONDS
+            return None
+        if accepted is not None:
+            self.resting = False
+        return accepted
 
     def handle_accept(self):
         """Accept up to ACCEPTS_PER_TURN waiting connections (one a turn fell behind a crowd that

@@ -80,8 +80,8 @@ class Balance:
         """Make the waitress server `running` accept only when `may_accept` says so."""
         readable = running.readable  # waitress's own: its upkeep, and the connection limit
 
-        def balanced():
-            return readable() and self.may_accept(slot, len(running.active_channels))
+        def balanced():  # a server resting from a failed accept publishes nothing until one succeeds
+            return readable() and (running.resting or self.may_accept(slot, len(running.active_channels)))
 
         running.readable = balanced
 
