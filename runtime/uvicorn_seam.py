@@ -16,7 +16,6 @@ fails, naming it, when a new uvicorn changes one; requirements.txt pins the vers
 
 import asyncio
 import contextlib
-import errno
 import logging
 import os
 import time
@@ -42,10 +41,6 @@ CONNECTION_LIMIT = 9000
 UNFINISHED_HANDSHAKE = "ASGI callable returned without completing handshake"
 SHARE_PAUSE = 0.001  # how often a worker holding more than its share looks again, while a
 # connection waits to be taken (epoll's timeouts are whole milliseconds)
-# accept(2)'s errors that say the process, not the connection, is short of something (out of open
-# files, of memory): accepting pauses a second, as asyncio's own server pauses
-SHORT_OF = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
-REST_SECONDS = 1.0
 
 # What is used of uvicorn that it does not document, by the class that has it: methods overridden
 # or called, and attributes read or set.
@@ -157,7 +152,7 @@ class Server(uvicorn.Server):
                 except ConnectionAbortedError:
                     continue  # its client gave up waiting
                 except OSError as exc:
-                    if exc.errno in SHORT_OF:
+                    if exc.errno in waitress_server.SHORT_OF:
                         log.warning("accepting a connection failed (%s); trying again in a second", exc)
                         await self.rest()
                     else:  # that connection's own failure (EPROTO, EPERM from a firewall)
@@ -176,11 +171,12 @@ class Server(uvicorn.Server):
                 await asyncio.sleep(SHARE_PAUSE)
 
     async def rest(self):
-        """Pause accepting for REST_SECONDS. Until it accepts again, this worker's count is not
-        published: once it is stale (workers.STALE_SECONDS) the others take the connections it
-        cannot, rather than hold back for a worker that publishes few and takes none."""
+        """Pause accepting for server.REST_SECONDS, as waitress's Server does. Until it accepts
+        again, this worker's count is not published: once it is stale (workers.STALE_SECONDS) the
+        others take the connections it cannot, rather than hold back for a worker that publishes
+        few and takes none."""
         self.resting = True
-        await asyncio.sleep(REST_SECONDS)
+        await asyncio.sleep(waitress_server.REST_SECONDS)
 
     async def shutdown(self, sockets=None):
         for task in self.accepting:

@@ -120,6 +120,26 @@ def cpu_seconds(thread_id):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+class NoRealtime:
+    """The Realtime server a seam Server stops before it drains, with no socket to close."""
+
+    hub = types.SimpleNamespace(connections=())
+
+    async def stop(self):
+        pass
+
+
+async def lifespan(receive, send):
+    """ASGI's lifespan, started and shut down."""
+    while (await receive())["type"] != "lifespan.shutdown":
+        await send({"type": "lifespan.startup.complete"})
+    await send({"type": "lifespan.shutdown.complete"})
+
+
+async def serves_nothing(scope, receive, send):
+    await lifespan(receive, send)
+
+
 def test_a_worker_stops_watching_the_shared_listener_before_it_closes_it():
     """Under WORKERS each worker's loop watches the listener the workers share. Stopping, a worker
     closed its copy while its accept task, only just cancelled, still watched it: the descriptor
@@ -132,23 +152,15 @@ def test_a_worker_stops_watching_the_shared_listener_before_it_closes_it():
 
     async def app(scope, receive, send):
         if scope["type"] == "lifespan":
-            while (await receive())["type"] != "lifespan.shutdown":
-                await send({"type": "lifespan.startup.complete"})
-            return await send({"type": "lifespan.shutdown.complete"})
+            return await lifespan(receive, send)
         answering.set()
         await asyncio.sleep(2)  # a request in flight: the drain waits for it
         await send({"type": "http.response.start", "status": 200, "headers": []})
         await send({"type": "http.response.body", "body": b"done"})
 
-    class Realtime:
-        hub = types.SimpleNamespace(connections=())
-
-        async def stop(self):
-            pass
-
     stop = threading.Event()
     config = uvicorn.Config(app, loop="asyncio", lifespan="on", log_config=None, access_log=False)
-    server = uvicorn_seam.Server(config, Realtime(), stop, share=lambda held: held < 1)  # takes one
+    server = uvicorn_seam.Server(config, NoRealtime(), stop, share=lambda held: held < 1)  # takes one
     server.sockets = [listener]
     serving = threading.Thread(target=uvicorn_seam.run, args=(server,))
     clients = [socket.create_connection(("127.0.0.1", port))]
@@ -184,21 +196,10 @@ def test_a_worker_whose_accepting_fails_stops_and_is_replaced(caplog):
         def __init__(self, *args, **kwargs):
             raise RuntimeError("no protocol")
 
-    class Realtime:
-        hub = types.SimpleNamespace(connections=())
-
-        async def stop(self):
-            pass
-
-    async def app(scope, receive, send):
-        while (await receive())["type"] != "lifespan.shutdown":
-            await send({"type": "lifespan.startup.complete"})
-        await send({"type": "lifespan.shutdown.complete"})
-
     listener = socket.create_server(("127.0.0.1", 0))
     stop = threading.Event()
-    config = uvicorn.Config(app, loop="asyncio", lifespan="on", log_config=None, http=Broken)
-    server = uvicorn_seam.Server(config, Realtime(), stop, share=lambda held: True)
+    config = uvicorn.Config(serves_nothing, loop="asyncio", lifespan="on", log_config=None, http=Broken)
+    server = uvicorn_seam.Server(config, NoRealtime(), stop, share=lambda held: True)
     server.sockets = [listener]
     serving = threading.Thread(target=uvicorn_seam.run, args=(server,))
     serving.start()
