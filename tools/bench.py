@@ -1,11 +1,12 @@
 """`make bench`: minibase's hot endpoints against their bounds and a peer, measured in one run, and
 one table of the goals at the end, each met or not.
 
-Every server runs in its own process with waitress and is loaded by wrk (2 threads, 16
-connections) on this machine. An absolute req/s says little on a shared machine, so each figure is
-a ratio to a bound measured in the same run: a trivial Flask app served the same way (same
-THREADS) that reads one row by key with sqlite3, or with PyMySQL on MariaDB, on a connection of
-the thread's own, and nothing else. No waitress + Flask service can read a row faster than that.
+Every server runs in its own process and is loaded by wrk (2 threads, 16 connections) on this
+machine: minibase as `make run` serves it (`python wsgi.py`: uvicorn, Realtime on), the bounds
+under waitress. An absolute req/s says little on a shared machine, so each figure is a ratio to a
+bound measured in the same run: a trivial Flask app under waitress, with the same THREADS, that
+reads one row by key with sqlite3, or with PyMySQL on MariaDB, on a connection of the thread's
+own, and nothing else. No Flask service can read a row much faster than that.
 datasette, the best-known Python JSON-over-SQLite server, serves the same SQLite file as the peer.
 Sign-in is bound by bcrypt, so it is compared with bcrypt's own rate instead. The key read is
 measured again with WORKERS=2, against itself with one worker.

@@ -1,5 +1,5 @@
 """The servers a benchmark loads, and their data: the bench tables seeded into SQLite or MariaDB,
-minibase under waitress (wsgi.py), the ceiling app, datasette and a throwaway MariaDB, each in a
+minibase as `python wsgi.py` serves it, the ceiling app, datasette and a throwaway MariaDB, each in a
 process of its own whose output goes to a log file, and how to stop them and read their memory."""
 
 import os
