@@ -173,7 +173,9 @@ def resolve_select(
 
 
 def _all_columns(table: sa.Table) -> list[SelectItem]:
-    return [SelectItem(column.key, column.key) for column in table.c]
+    # Each alias a str: a reflected column's key is SQLAlchemy's quoted_name, a subclass of str that
+    # orjson does not take as a key, and encoding.plain_json would leave every `*` read to json.
+    return [SelectItem(column.key, str(column.key)) for column in table.c]
 
 
 def scoped(nodes: Iterable[Condition | Logic]) -> dict[tuple[str, ...], list[Condition | Logic]]:
