@@ -25,7 +25,8 @@ METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 def invoke(name, rest=None):
     runner = service.functions()
     preflight = request.method == "OPTIONS" and "Access-Control-Request-Method" in request.headers
-    if not runner.exists(name):
+    path = runner.find(name)
+    if path is None:
         return empty() if preflight else answer(service.failed("NOT_FOUND"))
     try:
         limits = runner.limits(name)
@@ -43,7 +44,7 @@ def invoke(name, rest=None):
         "headers": [[key, value] for key, value in request.headers.items()],
         "body": body,
     }
-    result = runner.call(name, asked, caller, own_url())
+    result = runner.call(name, asked, caller, own_url(), found=(path, limits))
     if preflight and not answers_cors(result):
         if not isinstance(result.body, bytes):
             result.body.close()

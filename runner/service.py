@@ -99,8 +99,9 @@ class Functions:
     def limits(self, name):
         return directory.settings_of(self.directory, name, self.defaults)
 
-    def exists(self, name):
-        return directory.module_path(self.directory, name) is not None
+    def find(self, name):
+        """The module of function `name`, or None (directory.module_path)."""
+        return directory.module_path(self.directory, name)
 
     def environment(self, url):
         own = {**self.own, "SUPABASE_URL": url or self.own.get("SUPABASE_URL", "")}
@@ -108,19 +109,23 @@ class Functions:
         base = {name: value for name, value in os.environ.items() if name not in variables.VARIABLES}
         return directory.environment(base, self.env_file, own)
 
-    def call(self, name, request, caller, url=None):
+    def call(self, name, request, caller, url=None, found=None):
         """Call function `name` with `request` (method, url, path, query, headers: lists of pairs) and
         `request_body` bytes in `request["body"]`, as `caller` (api.Caller's fields): a Result. `url`
-        is where this service answers, for the function's SUPABASE_URL."""
+        is where this service answers, for the function's SUPABASE_URL. `found`: its module and
+        Limits, when the caller has looked them up already (find, limits): not looked up twice."""
         started = time.monotonic()
-        path = directory.module_path(self.directory, name)
-        if path is None:
-            return self.done(name, request["method"], started, failed("NOT_FOUND"), [])
-        try:
-            limits = self.limits(name)
-        except variables.ConfigError as exc:
-            log.error("%s", exc)
-            return self.done(name, request["method"], started, failed("BOOT_ERROR"), [])
+        if found is None:
+            path = self.find(name)
+            if path is None:
+                return self.done(name, request["method"], started, failed("NOT_FOUND"), [])
+            try:
+                limits = self.limits(name)
+            except variables.ConfigError as exc:
+                log.error("%s", exc)
+                return self.done(name, request["method"], started, failed("BOOT_ERROR"), [])
+        else:
+            path, limits = found
         try:
             self.pool.enter(name, limits.concurrency)
         except Refused:
