@@ -41,7 +41,7 @@ def module_path(directory, name):
     for candidate in (f"{name}.py", os.path.join(name, "__init__.py")):
         try:
             real = os.path.realpath(os.path.join(root, candidate), strict=True)
-        except (OSError, RuntimeError):
+        except OSError:  # no such file, or a loop of links (ELOOP)
             continue
         if real.startswith(inside) and os.path.isfile(real):
             return Path(real)
