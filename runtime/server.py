@@ -211,8 +211,8 @@ class Server(TcpWSGIServer):
 
     channel_class = Channel
     # Out of open files, say (SHORT_OF): no accepting until `rest_until`, and under WORKERS no count
-    # published until an accept succeeds (workers.Balance.guard), so that the others take the
-    # connections this one cannot rather than hold back for it.
+    # published until accept(2) finds a descriptor again (workers.Balance.guard), so that the others
+    # take the connections this one cannot rather than hold back for it.
     resting = False
     rest_until = 0.0
 
@@ -267,8 +267,9 @@ class Server(TcpWSGIServer):
             log.warning("accepting a connection failed (%s); trying again in a second", exc)
             self.resting, self.rest_until = True, time.monotonic() + REST_SECONDS
             return None
-        if accepted is not None:
-            self.resting = False
+        # A connection taken, or none waiting (None): either way the kernel found a descriptor, which
+        # it looks for before the queue. So the uvicorn seam's Server.accept ends its rest too.
+        self.resting = False
         return accepted
 
     def handle_accept(self):

@@ -105,7 +105,7 @@ class Server(uvicorn.Server):
         # Under WORKERS, share(connections held) says whether this worker may take one more
         # (workers.Balance); uvicorn's own accepting, left to the kernel, is not used.
         self.share, self.accepting = share, []
-        self.resting = False  # out of open files, say: its count unpublished until it accepts again
+        self.resting = False  # out of open files, say: its count unpublished until accept(2) works
 
     async def startup(self, sockets=None):
         if self.share is None or not sockets:
@@ -147,7 +147,7 @@ class Server(uvicorn.Server):
                 try:
                     connection, _ = listener.accept()
                 except (BlockingIOError, InterruptedError):
-                    self.resting = False
+                    self.resting = False  # the kernel found a descriptor: it looks before the queue
                     break  # none is waiting (another worker took it)
                 except ConnectionAbortedError:
                     continue  # its client gave up waiting
@@ -171,10 +171,10 @@ class Server(uvicorn.Server):
                 await asyncio.sleep(SHARE_PAUSE)
 
     async def rest(self):
-        """Pause accepting for server.REST_SECONDS, as waitress's Server does. Until it accepts
-        again, this worker's count is not published: once it is stale (workers.STALE_SECONDS) the
-        others take the connections it cannot, rather than hold back for a worker that publishes
-        few and takes none."""
+        """Pause accepting for server.REST_SECONDS, as waitress's Server does. Until accept(2)
+        finds a descriptor again, this worker's count is not published: once it is stale
+        (workers.STALE_SECONDS) the others take the connections it cannot, rather than hold back
+        for a worker that publishes few and takes none."""
         self.resting = True
         await asyncio.sleep(waitress_server.REST_SECONDS)
 

@@ -80,7 +80,7 @@ class Balance:
         """Make the waitress server `running` accept only when `may_accept` says so."""
         readable = running.readable  # waitress's own: its upkeep, and the connection limit
 
-        def balanced():  # a server resting from a failed accept publishes nothing until one succeeds
+        def balanced():  # a server resting from a failed accept publishes nothing until accept works
             return readable() and (running.resting or self.may_accept(slot, len(running.active_channels)))
 
         running.readable = balanced
