@@ -188,8 +188,8 @@ def listening_socket():
 
 
 def serve_app(app, threads=8, port=None, listener=None):
-    """`app` behind a real waitress server on `port` (a free one by default), or on `listener`
-    (listening_socket): (base URL, a function that stops it)."""
+    """`app` behind a real waitress server on `port` (one the kernel picks as it binds, by default),
+    or on `listener` (listening_socket): (base URL, a function that stops it)."""
     import threading
 
     from waitress.server import create_server
@@ -197,7 +197,7 @@ def serve_app(app, threads=8, port=None, listener=None):
     if listener is not None:
         server = create_server(app, sockets=[listener], threads=threads)
     else:
-        server = create_server(app, host="127.0.0.1", port=port or free_port(), threads=threads)
+        server = create_server(app, host="127.0.0.1", port=port or 0, threads=threads)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     return f"http://127.0.0.1:{server.effective_port}", lambda: stop_waitress(server, thread)
