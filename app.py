@@ -85,6 +85,7 @@ class Service(Flask):
 
     KNOWN = 4096  # functions remembered; past that, asked each time as Flask does
     request_class = Request  # Flask's, and how an upload's body arrives (blueprints/request.py)
+    json_provider_class = responses.JSONProvider
     url_rule_class = Rule
 
     def __init__(self, *args, **kwargs):
@@ -111,7 +112,6 @@ def create_app(test_config=None):
     app.config.from_mapping(config.flask_settings(settings))
     app.config["JWT_SECRET"] = config.jwt_secret(app.config["JWT_SECRET"], app.instance_path)
     app.config["JWT_KEYS"] = signing_keys.load(app.config["JWT_SIGNING_KEYS"], app.config["JWT_SECRET"])
-    app.json.sort_keys = False
     # No redirects: /rest/v1 and /rest/v1/ are one route, and a doubled slash is a 404, not a 308
     # whose Location would echo the client's Host header.
     app.url_map.strict_slashes = False

@@ -1,12 +1,17 @@
 """The factory, configuration, migrations, the command line, health, CORS and logs."""
 
+import dataclasses
+import json
 import logging
 import os
 import stat
 import subprocess
 import sys
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, date, datetime
+from decimal import Decimal
 from inspect import getsource as inspect_source
 
 import jwt
@@ -80,6 +85,35 @@ def test_a_mail_template_that_cannot_render_stops_the_start(database_url, tmp_pa
 def test_a_mail_template_of_ones_own_is_taken(database_url, tmp_path):
     (tmp_path / "recovery.subject").write_text("Reset for {{ email }} at {{ site_url }}")
     create_app({"DATABASE_URL": database_url, "JWT_SECRET": "x" * 40, "EMAIL_TEMPLATES": str(tmp_path)})
+
+
+def test_json_answers_are_the_bytes_json_dumps_writes(database_url):
+    """Flask's JSON answers are written by orjson where they can be: each is still the bytes
+    json.dumps writes with Flask's `default` (dates as HTTP dates, Decimals as text), whichever
+    encoder wrote it; indented in debug mode."""
+    app = create_app({"DATABASE_URL": database_url, "JWT_SECRET": SECRET})
+
+    @dataclasses.dataclass
+    class Point:
+        x: int
+
+    values = [
+        {"id": "7", "email": "ann@example.com", "user_metadata": {"name": "Zoë \U0001d11e", "n": 2.5}},
+        {"when": datetime(2026, 11, 29, 12, 0, tzinfo=UTC), "day": date(2026, 11, 29)},
+        {"amount": Decimal("1.50"), "key": uuid.UUID(int=7), "point": Point(3)},
+        {"small": 1e-05, "tiny": -2.5e-07, "big": 2**70, 1: "an integer key"},
+        ["a list", None],
+    ]
+    by_json = []
+    dumps = app.json.dumps
+    app.json.dumps = lambda value, **kwargs: by_json.append(value) or dumps(value, **kwargs)
+    with app.app_context():
+        for value in values:
+            expected = json.dumps(value, default=app.json.default, separators=(",", ":")) + "\n"
+            assert app.json.response(value).get_data(as_text=True) == expected
+        assert by_json == values[1:4]  # the first and the last by orjson
+        app.debug = True
+        assert app.json.response(values[0]).get_data(as_text=True) == json.dumps(values[0], indent=2) + "\n"
 
 
 def test_relative_sqlite_paths_are_anchored_at_the_project():

@@ -1,6 +1,7 @@
 """values.py and encoding.py: query-string and JSON values converted to column types, and database
 values back to JSON and CSV text."""
 
+import enum
 import json
 import math
 import random
@@ -367,6 +368,46 @@ def test_plain_json_writes_each_float_of_plain_float_or_more_as_json_does():
     assert (
         encoding.plain_json([1e-05]) != json.dumps([1e-05], separators=(",", ":")).encode()
     )  # why the floor
+
+
+def test_compact_json_writes_json_dumps_bytes_or_leaves_the_value_to_json():
+    """What orjson writes is kept only where it is json.dumps's bytes (compact, ensure_ascii): every
+    float, however small, every character; None sends the value to json.dumps. The values an API
+    answers with (text, integers, booleans, ordinary floats, UUIDs) take the fast path."""
+    rng = random.Random(7)
+    text = "".join(chr(code) for code in range(0x110000) if not 0xD800 <= code < 0xE000)
+    floats = [m * 10.0**e for e in range(-12, 23) for m in (1.0, -1.5, 4.823040373928001, 9.999999999999999)]
+    floats += [rng.uniform(-10, 10) * 10.0 ** rng.randint(-15, 25) for _ in range(20_000)]
+    floats += [struct.unpack("d", rng.randbytes(8))[0] for _ in range(20_000)]
+    floats = [x for x in floats if math.isfinite(x)]
+    fast = 0
+    others = [[{"k": text, "t": True, "f": False, "n": None}], [2**64 - 1]]
+    for value in [[x, {"x": x}] for x in floats] + others:
+        written = encoding.compact_json(value)
+        if written is not None:
+            fast += 1
+            assert (written.decode() if isinstance(written, bytes) else written) == json.dumps(
+                value, separators=(",", ":")
+            ), value
+    assert fast > 0.9 * len(floats)  # the exponents from -4 to -9 only go to json
+    identity = {"identity_id": str(uuid.UUID(int=7)), "created_at": "2026-11-29T12:00:00Z"}
+    user = {"id": "7", "email": "ann@example.com", "ok": True, "identities": [identity]}
+    assert encoding.compact_json(user) == json.dumps(user, separators=(",", ":")).encode()
+    key = uuid.uuid4()
+    assert encoding.compact_json([key]) == f'["{key}"]'.encode()  # as Flask's default writes it
+    assert encoding.compact_json([float("nan"), float("inf")]) == b"[null,null]"
+    assert encoding.compact_json([Words.ONE]) == json.dumps([Words.ONE]).encode()
+    for left in ([1e-05], [-2.5e-07], [2**64], {1: "a"}, [date(2026, 1, 2)], [datetime(2026, 1, 2)],
+                 [Decimal("1.5")], [SimpleNamespace()], {Name("k"): 1}, [Name("v")]):  # fmt: skip
+        assert encoding.compact_json(left) is None, left
+
+
+class Words(enum.IntEnum):
+    ONE = 1
+
+
+class Name(str):
+    """A subclass of str, as SQLAlchemy's quoted_name is."""
 
 
 @pytest.mark.parametrize(
