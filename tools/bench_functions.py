@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from auth import tokens  # noqa: E402
 from tools.bench import KEY_READ, Results, at_least, report  # noqa: E402
-from tools.servers import LOGS, ROOT, SECRET, seed, start_minibase, stop  # noqa: E402
+from tools.servers import LOGS, ROOT, SECRET, measures, seed, start_minibase, stop  # noqa: E402
 
 WRK_CONNECTIONS = ["wrk", "-t2", "-c4", "--latency", "--timeout", "10s"]
 COLD_STARTS = 10
@@ -48,7 +48,8 @@ def cold_starts(base, headers, module):
         later = time.time_ns() + (n + 1) * 10**9
         os.utime(module, ns=(later, later))
         started = time.perf_counter()
-        assert requests.get(base + "/functions/v1/hello", headers=headers, timeout=30).text == "Hello World"
+        answer = requests.get(base + "/functions/v1/hello", headers=headers, timeout=30)
+        assert answer.text == "Hello World", (answer.status_code, answer.headers, answer.text[:500])
         seconds.append(time.perf_counter() - started)
     return [1000 * s for s in seconds]
 
@@ -99,5 +100,5 @@ def main():
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-if __name__ == "__main__":
+if __name__ == "__main__" and measures("bench_functions"):
     report(main())

@@ -158,5 +158,5 @@ def main():
         print(f"| {label} | {name} | {rate:.1f} | {retried} | {failed} | {slowest:.2f} s |")
 
 
-if __name__ == "__main__":
+if __name__ == "__main__" and servers.measures("bench_galera"):
     main()

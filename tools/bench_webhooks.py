@@ -19,7 +19,7 @@ import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tools.servers import start_minibase, stop  # noqa: E402
+from tools.servers import measures, start_minibase, stop  # noqa: E402
 
 CHANGES = int(os.environ.get("BENCH_WEBHOOK_CHANGES", "200"))
 BURST = int(os.environ.get("BENCH_WEBHOOK_BURST", "1000"))
@@ -95,5 +95,5 @@ def main():
         engine.dispose()
 
 
-if __name__ == "__main__":
+if __name__ == "__main__" and measures("bench_webhooks"):
     main()

@@ -19,6 +19,24 @@ SECRET = "bench-secret-" + "b" * 60
 DATASETTE = ROOT / ".venv-bench" / "bin" / "datasette"
 PASSWORD = "bench-password"
 LOGS = Path(tempfile.gettempdir()) / "minibase-bench-logs"
+# BENCH_ONLY's subsets, by the script that measures them. `make bench` runs every script: each
+# measures its own subset, or nothing when BENCH_ONLY names another script's.
+SUBSETS = {"bench": ("mysql", "php", "sqlite", "storage"), "bench_realtime": ("changes", "fanout")}
+
+
+def measures(script):
+    """Whether `script` (tools/<script>.py) has anything to measure under BENCH_ONLY: yes when it is
+    unset or names one of the script's subsets, no (and a line says so) when it names another
+    script's. A name no script has stops the run, listing those there are."""
+    only = os.environ.get("BENCH_ONLY", "")
+    if not only or only in SUBSETS.get(script, ()):
+        return True
+    if any(only in subsets for subsets in SUBSETS.values()):
+        print(f"(BENCH_ONLY={only}: nothing to measure in tools/{script}.py)")
+        return False
+    names = ", ".join(sorted(name for subsets in SUBSETS.values() for name in subsets))
+    raise SystemExit(f"BENCH_ONLY={only}: the subsets there are are {names}")
+
 
 CEILING_APP = """
 import sqlite3, sys, threading
