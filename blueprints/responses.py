@@ -46,9 +46,9 @@ STORAGE_HTTP_ERRORS = {
 
 class JSONProvider(DefaultJSONProvider):
     """Flask's JSON answers, written by orjson where its bytes are json.dumps's
-    (encoding.compact_json), some 15 times faster: 7.3 µs of the 7.8 json.dumps took for a user
-    object. What orjson cannot write as json does, json.dumps writes, as it writes every answer in
-    debug mode (indented). Keys keep their order."""
+    (encoding.compact_json): a user object in 1.7 µs, where json.dumps took 7.8. What orjson cannot
+    write as json does, json.dumps writes, as it writes every answer in debug mode (indented). Keys
+    keep their order. `_prepare_response_obj` is Flask's own (tests/test_factory.py calls this)."""
 
     sort_keys = False
 
