@@ -151,21 +151,19 @@ class Call:
     def __init__(self, functions, name, path, limits, request, caller, url, started):
         self.functions, self.name, self.path, self.limits = functions, name, path, limits
         self.request, self.caller, self.url, self.started = request, caller, url, started
-        self.worker, self.finished, self.lines = None, False, []
+        self.key, self.worker, self.finished, self.lines = None, None, False, []
         self.since = started  # what the timeout counts from: the call's start, then each piece's
 
     def remaining(self):
         return self.since + self.limits.timeout - time.monotonic()
 
     def start(self):
-        functions, limits = self.functions, self.limits
-        key = (self.name, directory.version(self.path), directory.file_version(functions.env_file), limits)
-        self.worker = functions.pool.take(key)
+        functions = self.functions
+        version = (directory.version(self.path), directory.file_version(functions.env_file))
+        key = (self.name, *version, self.limits)
+        self.key, self.worker = key, functions.pool.take(key)
         if self.worker is None:
-            environment = functions.environment(self.url)
-            self.worker, problem = functions.pool.start(
-                key, self.path, functions.directory, limits.memory, limits.cpu, environment, limits.timeout
-            )
+            self.worker, problem = self.new_worker()
             if problem is not None:
                 kind, lines = problem
                 code = "IDLE_TIMEOUT" if kind == "timeout" else "BOOT_ERROR"
@@ -197,6 +195,14 @@ class Call:
                 return self.finish(said.get("clean", False), result, said.get("logs") or [])
         result.body = Streamed(self, result)
         return result
+
+    def new_worker(self):
+        """A new worker for this call's function, version and limits: Pool.start's answer."""
+        functions, limits = self.functions, self.limits
+        environment = functions.environment(self.url)
+        return functions.pool.start(
+            self.key, self.path, functions.directory, limits.memory, limits.cpu, environment, limits.timeout
+        )
 
     def hear(self):
         """The worker's next message (a dict, or bytes of the body), or the failed Result when it did
@@ -234,7 +240,9 @@ class Call:
         if self.worker is not None:
             if reusable:
                 self.worker.calls += 1
-                functions.pool.give_back(self.worker, functions.max_calls, self.limits.concurrency)
+                functions.pool.give_back(
+                    self.worker, functions.max_calls, self.limits.concurrency, self.new_worker
+                )
             else:
                 self.worker.kill()
         functions.pool.leave(self.name)

@@ -134,10 +134,23 @@ def test_a_warm_worker_keeps_its_state_and_a_new_version_is_picked_up(served, an
     assert changed["calls"] == 100 and changed["pid"] != first["pid"]
 
 
-def test_a_worker_is_replaced_after_max_calls(served, anon_key):
-    base, _ = served(FUNCTIONS_MAX_CALLS=2)
-    pids = [call(base, "counter", anon_key).json()["pid"] for _ in range(3)]
-    assert pids[0] == pids[1] != pids[2]
+def test_a_worker_is_replaced_after_max_calls_by_one_started_before_a_call_needs_it(served, anon_key):
+    """Past FUNCTIONS_MAX_CALLS the worker's successor starts beside it, and the old one is let go
+    once the new one is ready: the next call finds a worker waiting, and waits for no start."""
+    base, app = served(FUNCTIONS_MAX_CALLS=2)
+    pool = app.extensions["minibase"].function_runner.pool
+    first, second = (call(base, "counter", anon_key).json() for _ in range(2))
+    assert first["pid"] == second["pid"] and second["calls"] == 2
+    deadline = time.monotonic() + 10
+    while not (ready := [w for ws in pool.idle.values() for w in ws if w.process.pid != first["pid"]]):
+        assert time.monotonic() < deadline, "no successor was started"
+        time.sleep(0.05)
+    old = [w for ws in pool.idle.values() for w in ws if w.process.pid == first["pid"]]
+    assert not old and len(ready) == 1  # the old one let go as the new one was kept
+    with pytest.raises(ProcessLookupError):
+        os.kill(first["pid"], 0)  # and its process ended (reaped)
+    third = call(base, "counter", anon_key).json()
+    assert third == {"pid": ready[0].process.pid, "calls": 1}
 
 
 @pytest.mark.parametrize("what", ["thread", "file"])
