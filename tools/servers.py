@@ -35,7 +35,7 @@ def measures(script):
         print(f"(BENCH_ONLY={only}: nothing to measure in tools/{script}.py)")
         return False
     names = ", ".join(sorted(name for subsets in SUBSETS.values() for name in subsets))
-    raise SystemExit(f"BENCH_ONLY={only}: the subsets there are are {names}")
+    raise SystemExit(f"BENCH_ONLY={only} is not a subset; the subsets are {names}")
 
 
 CEILING_APP = """
