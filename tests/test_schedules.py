@@ -94,6 +94,46 @@ def test_instances_racing_for_one_due_time_run_it_once(make_app, database_url, t
     assert len(runs(apps[0], "tick")) == 1
 
 
+def test_a_run_whose_instance_died_after_claiming_it_never_runs_and_is_marked_lost(
+    make_app, database_url, tmp_path
+):
+    """An instance claims the 12:01 run and dies before running it: its claim committed, nothing
+    run. No instance runs 12:01 after that, however often they look (at most once). While it stays
+    `running` the 12:02 run is skipped; past its timeout and a minute it is marked lost, and 12:03
+    runs once, of two instances racing for it."""
+    make_ticks(database_url)
+    text = EVERY_MINUTE + "timeout = 5\n"
+    apps = [app_with(make_app, database_url, tmp_path, text, f"{n}.toml") for n in range(3)]
+    dead, two, three = (
+        schedules.Scheduler(app.extensions["minibase"].tables_toml.schedules, SECRET, name)
+        for app, name in zip(apps, ("dead", "two", "three"), strict=True)
+    )
+    with apps[0].app_context():
+        outbox.first_seen("schedule", "tick", NOON)
+        assert len(dead.tick(NOON + 60)) == 1  # claimed, and never run: the instance is gone
+    for step in range(60, 125, 4):
+        look(apps[1], two, NOON + step)
+    assert ticks(apps[1]) == 0
+    barrier = threading.Barrier(2)
+
+    def race(app, scheduler):
+        barrier.wait()
+        look(app, scheduler, NOON + 180)
+
+    threads = [threading.Thread(target=race, args=pair) for pair in ((apps[1], two), (apps[2], three))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert ticks(apps[1]) == 1
+    done = [(run["scheduled_at"][11:16], run["status"], run["error"]) for run in runs(apps[1], "tick")]
+    assert done == [
+        ("12:01", "failed", "lost: the instance running it stopped"),
+        ("12:02", "skipped", "the run before it was still going"),
+        ("12:03", "succeeded", None),
+    ]
+
+
 def test_a_run_still_going_makes_the_next_skipped_and_recorded(make_app, database_url, tmp_path):
     app = make_app()
     held, calls = threading.Event(), []
