@@ -61,9 +61,7 @@ def plain_json(value):
         text = orjson.dumps(value)
     except orjson.JSONEncodeError:  # an integer past 64 bits, a lone surrogate
         return json.dumps(value, separators=(",", ":"), check_circular=False)
-    if text.isascii() and b"\x7f" not in text:
-        return text
-    return _PAST_ASCII.sub(_escaped, text.decode())
+    return _ascii(text)
 
 
 # Floats orjson writes otherwise than json.dumps: from 1e-5 to 1e-4 in positional notation (0.00001
@@ -96,6 +94,11 @@ def compact_json(value):
         return None
     if _SMALL_POSITIONAL.search(text) or _SHORT_EXPONENT.search(text):
         return None
+    return _ascii(text)
+
+
+def _ascii(text):
+    """orjson's `text` with json's ensure_ascii escapes: as it is when it holds none to make."""
     if text.isascii() and b"\x7f" not in text:
         return text
     return _PAST_ASCII.sub(_escaped, text.decode())

@@ -58,7 +58,6 @@ class Worker:
     def __init__(self, key, process, conn):
         self.key, self.process, self.conn = key, process, conn
         self.calls, self.used_at = 0, time.monotonic()
-        self.retiring = False  # it has served its calls: its successor is starting
         self.succeeded = False  # its successor is ready (or failed to start): let go at its return
 
     @property
@@ -149,9 +148,8 @@ class Pool:
         worker.used_at = time.monotonic()
         with self.lock:
             kept = not self.closed and not worker.succeeded and len(self.idle[worker.key]) < keep
-            replace = kept and worker.calls >= max_calls and not worker.retiring
+            replace = kept and worker.calls == max_calls  # once: a call counts one at its return
             if kept:
-                worker.retiring = worker.retiring or replace
                 self.idle[worker.key].append(worker)
             if replace and self.starter is None:
                 self.starter = threading.Thread(target=self._start_successors, name="function successors")
