@@ -339,6 +339,46 @@ def test_instances_racing_take_each_event_in_once_and_one_claims_the_batch(make_
     assert holders == [f"instance-{leases.index(next(lease for lease in leases if lease))}"]
 
 
+def test_a_delivery_whose_instance_died_mid_post_is_sent_again_once_with_its_id(
+    make_app, database_url, tmp_path, receiver
+):
+    """An instance claims a change's delivery, POSTs it and dies before recording the answer: the
+    receiver has it, the database does not know. No instance sends it while the lease holds; once
+    it has run out (the hook's timeout and LEASE_MARGIN) another sends it again, once, under the same
+    webhook-id, by which a receiver tells the repeat (at least once)."""
+    from live import capture
+
+    make_orders(database_url)
+    app = make_app(TABLES_CONFIG=tables_toml(tmp_path, {"h": hook_to(receiver.url)}), **FAST)
+    hook = app.extensions["minibase"].tables_toml.webhooks["h"]
+    with app.app_context():
+        capture.install(["orders"])
+        outbox.first_seen("webhook", "h", 0.0)
+    sql(app, "INSERT INTO orders (item) VALUES ('one')")
+    dead, now = outbox.Queue(hook, "dead", hook.target.timeout), time.time()
+    with app.app_context():
+        dead.take_in(now)
+        due, _ = dead.due(now)
+        assert len(due) == 1 and dead.claim(due, now) is not None
+        assert outbox.send(hook, due[0], SECRET).ok  # answered; its instance dies before recording it
+    skew = [0.0]
+    background = worker.Background(app, clock=lambda: time.time() + skew[0]).start()
+    try:
+        time.sleep(1.0)  # some twenty looks of the live instance, inside the lease
+        assert len(receiver.accepted()) == 1
+        skew[0] = hook.target.timeout + outbox.LEASE_MARGIN + 1  # the lease has run out
+        assert eventually(lambda: len(receiver.accepted()) == 2, 15)
+        time.sleep(1.0)
+        assert len(receiver.accepted()) == 2
+    finally:
+        background.stop()
+    ids = {{k.lower(): v for k, v in call["headers"].items()}["webhook-id"] for call in receiver.calls}
+    assert len(ids) == 1 and all(call["verified"] for call in receiver.calls)
+    with app.app_context(), db.engine.connect() as connection:
+        row = connection.execute(sa.select(outbox.DELIVERIES.c.status, outbox.DELIVERIES.c.attempts)).one()
+    assert tuple(row) == ("delivered", 1)
+
+
 def test_a_delivery_past_max_age_fails_and_is_sent_again_by_hand(started, receiver, service_key):
     receiver.answer = lambda call: 503
     app = started({"h": hook_to(receiver.url, max_age="1s")})
